@@ -1,0 +1,523 @@
+"""`assay.toml`: load, validate, and turn into a frozen :class:`Target`.
+
+Every error names the file, the key, the line and what would be valid. Unknown keys are
+errors (a typo must not silently become a default). Sections that belong to a subsystem
+(``[proposer.llm]``, ``[executor.ray]``, ``[research]`` ...) are kept as validated raw
+tables here and read by that subsystem through :class:`Section`, so each subsystem owns its
+keys while errors keep the same shape.
+
+A minimal file::
+
+    [metric]
+    name = "throughput"
+    direction = "maximize"
+    reader = "metric_lines"
+
+    [commands]
+    bench = "python bench.py"
+
+    [scope]
+    editable = ["src/**/*.py"]
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+from .model import Direction, ParamValue
+from .tomlpos import key_line
+
+CONFIG_NAME = "assay.toml"
+READERS = ("metric_lines", "summary_block", "json")
+PARAM_TYPES = ("int", "float", "categorical", "bool")
+PARAM_APPLY = ("env", "assign")
+SAMPLERS = ("tpe", "random", "grid", "gp")
+PROPOSERS = ("sweep", "queue", "llm", "agent")
+EXECUTORS = ("local", "ray", "skypilot")
+DECISION_RULES = ("fixed", "sequential", "expensive")
+HOOK_EVENTS = ("on_keep", "on_experiment", "on_error", "on_finish")
+
+T = TypeVar("T")
+
+
+class Section:
+    """A validated view of one TOML table: typed getters whose errors point at the line."""
+
+    def __init__(self, data: Mapping[str, Any], path: str, file: str, text: str) -> None:
+        self.data = dict(data)
+        self.path = path
+        self.file = file
+        self.text = text
+        self._used: set[str] = set()
+
+    def _key(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, message: str, valid: str = "") -> ConfigError:
+        dotted = self._key(key) if key else self.path
+        return ConfigError(message, file=self.file, key=dotted,
+                           line=key_line(self.text, dotted), valid=valid)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ...,
+            valid: str = "") -> Any:
+        self._used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.error(key, "is required but missing", valid)
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if bool not in kinds and isinstance(value, bool):
+            raise self.error(key, f"must be {_kind_name(kinds)}, got a boolean", valid)
+        if not isinstance(value, kinds):
+            raise self.error(key, f"must be {_kind_name(kinds)}, got {type(value).__name__} "
+                             f"{value!r}", valid)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, got {value!r}", valid)
+        return value
+
+    def choice(self, key: str, choices: Sequence[str], default: Any = ...) -> Any:
+        value = self.get(key, str, default, valid=", ".join(choices))
+        if value is not default and value not in choices:
+            raise self.error(key, f"{value!r} is not one of the choices", ", ".join(choices))
+        return value
+
+    def number(self, key: str, default: Any = ..., *, low: float | None = None,
+               high: float | None = None, integer: bool = False) -> Any:
+        kinds: tuple[type, ...] = (int,) if integer else (int, float)
+        rng = f"{'an integer' if integer else 'a number'}"
+        if low is not None:
+            rng += f" >= {low:g}"
+        if high is not None:
+            rng += f" <= {high:g}"
+        value = self.get(key, kinds, default, valid=rng)
+        if value is default or value is None:
+            return value
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self.error(key, f"{value!r} is out of range", rng)
+        return value
+
+    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(key, (list, str), default, valid="a list of strings")
+        if value is default:
+            return tuple(value) if isinstance(value, (list, tuple)) else value
+        if isinstance(value, str):
+            value = [value]
+        for item in value:
+            if not isinstance(item, str):
+                raise self.error(key, f"must hold only strings, found {item!r}",
+                                 "a list of strings")
+        return tuple(value)
+
+    def table(self, key: str, required: bool = False) -> Section:
+        self._used.add(key)
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise self.error(key, "table is required but missing")
+            value = {}
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table, got {type(value).__name__}")
+        return Section(value, self._key(key), self.file, self.text)
+
+    def tables(self, key: str) -> list[Section]:
+        self._used.add(key)
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.error(key, "must be an array of tables ([[" + self._key(key) + "]])")
+        return [Section(v, f"{self._key(key)}[{i}]", self.file, self.text)
+                for i, v in enumerate(value)]
+
+    def reject_unknown(self, extra_ok: Iterable[str] = ()) -> None:
+        allowed = self._used | set(extra_ok)
+        for key in self.data:
+            if key not in allowed:
+                raise self.error(key, "is not a known key",
+                                 ", ".join(sorted(allowed)) or "no keys here")
+
+
+def _kind_name(kinds: tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             list: "a list", dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    direction: Direction = Direction.MAXIMIZE
+    unit: str = ""
+    reader: str = "metric_lines"
+    json_path: str = ""  # for reader = "json": dotted path, list indices as numbers
+    source: str = "stdout"  # "stdout" or a file path (relative to the worktree) to read
+    bounds: tuple[float, float] | None = None
+    tolerance: float = 0.0  # guards: the relative regression allowed
+
+
+@dataclass(frozen=True)
+class Command:
+    cmd: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple[ParamValue, ...] = ()
+    apply: str = "env"
+    file: str = ""  # for apply = "assign": the file holding `NAME = value`
+    default: ParamValue | None = None
+
+    def grid(self) -> list[ParamValue]:
+        """The values a grid search walks (explicit choices, or the integer range)."""
+        if self.choices:
+            return list(self.choices)
+        if self.type == "bool":
+            return [False, True]
+        if self.type == "int" and self.low is not None and self.high is not None:
+            step = int(self.step or 1)
+            return list(range(int(self.low), int(self.high) + 1, step))
+        raise ValueError(f"parameter {self.name} has no finite grid; give choices or a step")
+
+
+@dataclass(frozen=True)
+class DecisionSpec:
+    rule: str = "sequential"
+    pairs_per_block: int = 2  # ABBA = two pairs
+    max_pairs: int = 12
+    min_pairs: int = 2
+    confidence: float = 0.95
+    delta: float = 0.01  # minimum effect, as a fraction (0.01 = 1%)
+    confirm: bool = True
+    aa_blocks: int = 1  # calibration blocks per slot at the start of a run
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    slots: int = 1
+    gpus: tuple[tuple[int, ...], ...] = ()  # per slot
+    budget: int = 20  # experiments
+    max_hours: float | None = None
+    proposer: str = "sweep"
+    executor: str = "local"
+    seed: int = 0
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What reaches benchmark and agent processes: an allowlist, plus fixed values."""
+
+    allow: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",
+                              "PYTHONPATH", "VIRTUAL_ENV", "TERM")
+    set: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LimitSpec:
+    memory_mb: int | None = None
+    cpu_s: int | None = None
+    network: bool = True
+
+
+@dataclass(frozen=True)
+class Target:
+    """A repository plus its validated config."""
+
+    root: Path
+    config_path: Path
+    metric: MetricSpec
+    guards: tuple[MetricSpec, ...]
+    bench: Command
+    build: Command | None
+    checks: Command | None
+    holdout: Command | None
+    holdout_metric: MetricSpec | None
+    editable: tuple[str, ...]
+    protected: tuple[str, ...]
+    params: tuple[ParamSpec, ...]
+    run: RunSpec
+    decision: DecisionSpec
+    env: EnvSpec
+    limits: LimitSpec
+    hooks: Mapping[str, Command]
+    brief: str  # path of the task brief, relative to root ('' if none)
+    sections: Mapping[str, Mapping[str, Any]]  # raw subsystem tables, see `section()`
+    text: str = ""
+
+    def section(self, dotted: str) -> Section:
+        """A subsystem's table (``"proposer.llm"``, ``"executor.ray"``) as a Section."""
+        data: Any = self.sections
+        for part in dotted.split("."):
+            data = data.get(part, {}) if isinstance(data, dict) else {}
+        return Section(data if isinstance(data, dict) else {}, dotted,
+                       str(self.config_path), self.text)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".assay"
+
+    def is_editable(self, path: str) -> bool:
+        return any(glob_match(path, g) for g in self.editable)
+
+    def is_protected(self, path: str) -> bool:
+        return any(glob_match(path, g) for g in self.protected) or path == CONFIG_NAME
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Match a repository-relative POSIX path against a glob where ``**`` spans folders."""
+    path = path.lstrip("./") if path.startswith("./") else path
+    if pattern.endswith("/"):
+        pattern += "**"
+    if fnmatch.fnmatchcase(path, pattern):
+        return True
+    if "**/" in pattern:  # `a/**/b` also matches `a/b`
+        return fnmatch.fnmatchcase(path, pattern.replace("**/", ""))
+    return False
+
+
+def _metric(sec: Section, guard: bool = False) -> MetricSpec:
+    name = sec.get("name", str)
+    if not name.strip():
+        raise sec.error("name", "must not be empty")
+    direction = Direction(sec.choice("direction", [d.value for d in Direction],
+                                     Direction.MAXIMIZE.value))
+    reader = sec.choice("reader", READERS, "metric_lines")
+    json_path = sec.get("json_path", str, "")
+    if reader == "json" and not json_path:
+        raise sec.error("json_path", "is required when reader = \"json\"",
+                        'a dotted path such as "results.0.tokens_per_s"')
+    bounds_raw = sec.get("bounds", list, None, valid="[low, high]")
+    bounds = None
+    if bounds_raw is not None:
+        if len(bounds_raw) != 2 or not all(isinstance(b, (int, float)) for b in bounds_raw):
+            raise sec.error("bounds", f"must be two numbers, got {bounds_raw!r}", "[low, high]")
+        bounds = (float(bounds_raw[0]), float(bounds_raw[1]))
+        if bounds[0] >= bounds[1]:
+            raise sec.error("bounds", "low must be below high", "[low, high] with low < high")
+    tol = sec.number("tolerance", 0.0 if not guard else 0.02, low=0.0, high=10.0)
+    spec = MetricSpec(name=name, direction=direction, unit=sec.get("unit", str, ""),
+                      reader=reader, json_path=json_path,
+                      source=sec.get("source", str, "stdout"), bounds=bounds, tolerance=tol)
+    sec.reject_unknown()
+    return spec
+
+
+def _command(sec: Section, key: str, default_timeout: float, required: bool = False
+             ) -> Command | None:
+    if not sec.has(key):
+        if required:
+            raise sec.error(key, "is required: the command that prints the metric",
+                            'a shell command, e.g. "python bench.py"')
+        return None
+    cmd = sec.get(key, str)
+    if not cmd.strip():
+        raise sec.error(key, "must not be empty", "a shell command")
+    timeout = sec.number(f"{key}_timeout", default_timeout, low=0.001)
+    return Command(cmd, float(timeout))
+
+
+def _param(sec: Section) -> ParamSpec:
+    name = sec.get("name", str)
+    if not name.isidentifier():
+        raise sec.error("name", f"{name!r} is not a valid identifier",
+                        "letters, digits and underscores, not starting with a digit")
+    ptype = sec.choice("type", PARAM_TYPES)
+    low = sec.number("low", None)
+    high = sec.number("high", None)
+    choices = sec.get("choices", list, [])
+    if ptype in ("int", "float") and not choices:
+        if low is None or high is None:
+            raise sec.error("low" if low is None else "high",
+                            f"is required for a {ptype} parameter without choices",
+                            "low and high numbers, or a list of choices")
+        if low >= high:
+            raise sec.error("high", f"must be above low ({low})", f"a number > {low}")
+    if ptype == "categorical" and not choices:
+        raise sec.error("choices", "is required for a categorical parameter",
+                        "a non-empty list of values")
+    log = sec.get("log", bool, False)
+    if log and low is not None and low <= 0:
+        raise sec.error("low", "must be > 0 when log = true", "a positive number")
+    apply = sec.choice("apply", PARAM_APPLY, "env")
+    file = sec.get("file", str, "")
+    if apply == "assign" and not file:
+        raise sec.error("file", "is required when apply = \"assign\"",
+                        "the file that holds the assignment NAME = value")
+    step = sec.number("step", None, low=0.0)
+    default = sec.get("default", (int, float, str, bool), None)
+    sec.reject_unknown()
+    return ParamSpec(name=name, type=ptype, low=low, high=high, log=log, step=step,
+                     choices=tuple(choices), apply=apply, file=file, default=default)
+
+
+def _gpus(sec: Section, slots: int) -> tuple[tuple[int, ...], ...]:
+    raw = sec.get("gpus", list, [], valid="a list of GPU ids, one per slot, or of lists")
+    out: list[tuple[int, ...]] = []
+    for item in raw:
+        if isinstance(item, int) and not isinstance(item, bool):
+            out.append((item,))
+        elif isinstance(item, list) and all(isinstance(i, int) for i in item):
+            out.append(tuple(item))
+        else:
+            raise sec.error("gpus", f"entry {item!r} is not a GPU id or a list of ids",
+                            "e.g. [0, 1] or [[0, 1], [2, 3]]")
+    if out and len(out) != slots:
+        raise sec.error("gpus", f"gives {len(out)} GPU sets for {slots} slots",
+                        "one entry per slot (or set slots to match)")
+    return tuple(out)
+
+
+def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
+    """Validate the text of an assay.toml for the repository at ``root``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"is not valid TOML: {exc}", file=file,
+                          valid="TOML syntax, see https://toml.io") from None
+    top = Section(data, "", file, text)
+    target_sec = top.table("target")
+    brief = target_sec.get("brief", str, "")
+    run_name = target_sec.get("name", str, "")
+    target_sec.reject_unknown()
+
+    metric = _metric(top.table("metric", required=True))
+    guards = tuple(_metric(s, guard=True) for s in top.tables("guards"))
+
+    cmds = top.table("commands", required=True)
+    bench = _command(cmds, "bench", 600.0, required=True)
+    assert bench is not None
+    build = _command(cmds, "build", 1800.0)
+    checks = _command(cmds, "checks", 600.0)
+    holdout = _command(cmds, "holdout", 600.0)
+    cmds.reject_unknown()
+    holdout_metric = None
+    if top.has("holdout_metric"):
+        holdout_metric = _metric(top.table("holdout_metric"))
+        if holdout is None:
+            raise top.error("holdout_metric", "needs commands.holdout to produce it",
+                            "add commands.holdout, or remove [holdout_metric]")
+
+    scope = top.table("scope", required=True)
+    editable = scope.strings("editable")
+    if not editable:
+        raise scope.error("editable", "must name at least one glob", 'e.g. ["src/**/*.py"]')
+    protected = scope.strings("protected", ())
+    for glob in (*editable, *protected):
+        if glob.startswith("/") or ".." in Path(glob).parts:
+            raise scope.error("editable" if glob in editable else "protected",
+                              f"{glob!r} escapes the repository",
+                              "globs relative to the repository root")
+    scope.reject_unknown()
+
+    params = tuple(_param(s) for s in top.tables("params"))
+    names = [p.name for p in params]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise top.error("params", f"parameter names repeat: {sorted(dupes)}", "unique names")
+    for p in params:
+        if p.apply == "assign" and any(glob_match(p.file, g) for g in protected):
+            raise top.error("params", f"parameter {p.name} rewrites {p.file}, a protected path",
+                            "a file inside the editable scope")
+
+    rsec = top.table("run")
+    slots = rsec.number("slots", 1, low=1, high=1024, integer=True)
+    run = RunSpec(
+        slots=slots,
+        gpus=_gpus(rsec, slots),
+        budget=rsec.number("budget", 20, low=1, integer=True),
+        max_hours=rsec.number("max_hours", None, low=0.0),
+        proposer=rsec.choice("proposer", PROPOSERS, "sweep"),
+        executor=rsec.choice("executor", EXECUTORS, "local"),
+        seed=rsec.number("seed", 0, integer=True),
+        name=run_name,
+    )
+    rsec.reject_unknown()
+
+    dsec = top.table("decision")
+    pairs_per_block = dsec.number("pairs_per_block", 2, low=1, high=64, integer=True)
+    decision = DecisionSpec(
+        rule=dsec.choice("rule", DECISION_RULES, "sequential"),
+        pairs_per_block=pairs_per_block,
+        max_pairs=dsec.number("max_pairs", 12, low=1, high=10_000, integer=True),
+        min_pairs=dsec.number("min_pairs", 2, low=1, high=10_000, integer=True),
+        confidence=dsec.number("confidence", 0.95, low=0.5, high=0.9999),
+        delta=dsec.number("delta", 0.01, low=0.0, high=10.0),
+        confirm=dsec.get("confirm", bool, True),
+        aa_blocks=dsec.number("aa_blocks", 1, low=0, high=100, integer=True),
+    )
+    if decision.max_pairs < decision.min_pairs:
+        raise dsec.error("max_pairs", f"must be >= min_pairs ({decision.min_pairs})")
+    dsec.reject_unknown()
+
+    esec = top.table("env")
+    env = EnvSpec(allow=esec.strings("allow", EnvSpec().allow),
+                  set=_str_table(esec, "set"))
+    esec.reject_unknown()
+    lsec = top.table("limits")
+    limits = LimitSpec(memory_mb=lsec.number("memory_mb", None, low=1, integer=True),
+                       cpu_s=lsec.number("cpu_s", None, low=1, integer=True),
+                       network=lsec.get("network", bool, True))
+    lsec.reject_unknown()
+
+    hsec = top.table("hooks")
+    hooks: dict[str, Command] = {}
+    for event in HOOK_EVENTS:
+        cmd = _command(hsec, event, 60.0)
+        if cmd is not None:
+            hooks[event] = cmd
+    hsec.reject_unknown()
+
+    subsystems = {}
+    for key in ("proposer", "executor", "research", "stats"):
+        sub = top.table(key)
+        subsystems[key] = sub.data
+    top.reject_unknown()
+
+    return Target(root=root, config_path=root / file, metric=metric, guards=guards,
+                  bench=bench, build=build, checks=checks, holdout=holdout,
+                  holdout_metric=holdout_metric, editable=editable, protected=protected,
+                  params=params, run=run, decision=decision, env=env, limits=limits,
+                  hooks=hooks, brief=brief, sections=subsystems, text=text)
+
+
+def _str_table(sec: Section, key: str) -> dict[str, str]:
+    t = sec.table(key)
+    out: dict[str, str] = {}
+    for k, v in t.data.items():
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise t.error(k, f"must be a string or number, got {v!r}")
+        out[k] = str(v)
+    return out
+
+
+def load(root: str | os.PathLike[str] = ".", file: str | None = None) -> Target:
+    """Load ``assay.toml`` from the repository at ``root``."""
+    root_path = Path(root).resolve()
+    path = Path(file) if file else root_path / CONFIG_NAME
+    if not path.is_absolute():
+        path = root_path / path
+    if not path.exists():
+        raise ConfigError("no such file; create one with `assay init`", file=str(path),
+                          valid="an assay.toml at the repository root")
+    text = path.read_text(encoding="utf-8")
+    target = parse(text, root_path, str(path))
+    return target

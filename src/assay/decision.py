@@ -1,0 +1,130 @@
+"""The decision interface, and decision v1 (a fixed number of paired runs).
+
+A :class:`DecisionRule` is a pure policy: ``decide(pairs, ctx)`` looks at every pair of the
+primary metric measured so far for one experiment (in the order measured) and returns a
+:class:`~assay.model.Decision`: keep, discard, or continue with the block it wants next.
+Because it is a pure function of the evidence, a resumed run re-derives the same decision.
+The loop is dumb: it measures what the rule asks for and stops when it says so.
+
+Guards (metrics that must not regress) and checks are judged outside the rule, by
+:func:`guards_hold`, so every rule gets them for free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .config import DecisionSpec, MetricSpec
+from .model import Decision, Direction, NextBlock, Pair, Role, RunResult, RunStatus, Verdict
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    direction: Direction
+    spec: DecisionSpec
+    delta: float  # the effective minimum effect (spec.delta, raised by calibration)
+    slots: tuple[str, ...] = ()
+    noise: Mapping[str, float] = field(default_factory=dict)  # sd of the pair log-ratio
+    incumbent_history: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    bounds: tuple[float, float] | None = None
+
+
+class DecisionRule(Protocol):
+    """One small policy. ``first_block`` starts an experiment; ``decide`` does the rest."""
+
+    name: str
+
+    def first_block(self, ctx: DecisionContext) -> NextBlock: ...
+
+    def decide(self, pairs: Sequence[Pair], ctx: DecisionContext) -> Decision: ...
+
+
+def signed_log_ratios(pairs: Sequence[Pair], direction: Direction) -> list[float]:
+    """Per-pair log(B/A), signed so that positive always means the candidate is better."""
+    sign = 1.0 if direction is Direction.MAXIMIZE else -1.0
+    out = []
+    for p in pairs:
+        if p.a > 0 and p.b > 0:
+            out.append(sign * math.log(p.b / p.a))
+        else:  # metrics that can be zero or negative: a relative difference instead
+            scale = abs(p.a) if p.a != 0 else 1.0
+            out.append(sign * (p.b - p.a) / scale)
+    return out
+
+
+def to_fraction(log_effect: float) -> float:
+    """A log-ratio effect as a fraction: 0.0296 -> about 3% better."""
+    return math.expm1(log_effect)
+
+
+class FixedPairs:
+    """Decision v1: measure ``max_pairs`` pairs in ABBA blocks, then one t interval.
+
+    Keep only when the whole interval on the mean signed log-ratio clears ``+delta``.
+    """
+
+    name = "fixed"
+
+    def first_block(self, ctx: DecisionContext) -> NextBlock:
+        return NextBlock(pairs=min(ctx.spec.pairs_per_block, ctx.spec.max_pairs),
+                         reason="first block")
+
+    def decide(self, pairs: Sequence[Pair], ctx: DecisionContext) -> Decision:
+        from scipy import stats as sst
+
+        n = len(pairs)
+        want = ctx.spec.max_pairs
+        if n < want:
+            return Decision(Verdict.CONTINUE, f"{n} of {want} pairs measured", pairs_used=n,
+                            runs_used=2 * n, delta=ctx.delta, rule=self.name,
+                            next_block=NextBlock(min(ctx.spec.pairs_per_block, want - n)))
+        x = signed_log_ratios(pairs, ctx.direction)
+        mean = sum(x) / n
+        if n < 2:
+            sd = float("inf")
+        else:
+            sd = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
+        if sd == 0:
+            half = 0.0
+        else:
+            half = float(sst.t.ppf(0.5 + ctx.spec.confidence / 2, max(n - 1, 1))) * sd / math.sqrt(n)
+        lo, hi = mean - half, mean + half
+        eff, flo, fhi = to_fraction(mean), to_fraction(lo), to_fraction(hi)
+        band = f"{ctx.delta:+.2%}"
+        conf = f"{ctx.spec.confidence:.0%}"
+        if flo > ctx.delta:
+            verdict, why = Verdict.KEEP, f"the {conf} interval lies wholly above {band}"
+        elif fhi < ctx.delta:
+            verdict, why = Verdict.DISCARD, f"the {conf} interval lies wholly below {band}"
+        else:
+            verdict, why = Verdict.DISCARD, (f"inconclusive at the budget: the {conf} interval "
+                                             f"straddles {band}")
+        reason = f"{why}: effect {eff:+.2%} [{flo:+.2%}, {fhi:+.2%}] over {n} pairs"
+        return Decision(verdict, reason, effect=eff, lo=flo, hi=fhi, pairs_used=n,
+                        runs_used=2 * n, delta=ctx.delta, rule=self.name)
+
+
+def guards_hold(runs: Sequence[RunResult], guards: Sequence[MetricSpec]) -> tuple[bool, str]:
+    """Check that no guard metric regresses beyond its tolerance (median B vs median A)."""
+    problems: list[str] = []
+    for g in guards:
+        a = sorted(r.metrics[g.name] for r in runs
+                   if r.role is Role.INCUMBENT and r.status is RunStatus.OK and g.name in r.metrics)
+        b = sorted(r.metrics[g.name] for r in runs
+                   if r.role is Role.CANDIDATE and r.status is RunStatus.OK and g.name in r.metrics)
+        if not b:
+            problems.append(f"guard {g.name} was not measured on the candidate")
+            continue
+        if not a:
+            continue
+        ma, mb = a[len(a) // 2], b[len(b) // 2]
+        scale = abs(ma) if ma != 0 else 1.0
+        change = (mb - ma) / scale
+        worse = -change if g.direction is Direction.MAXIMIZE else change
+        if worse > g.tolerance:
+            problems.append(f"guard {g.name} regressed by {worse:.2%} "
+                            f"(tolerance {g.tolerance:.2%}): {ma:g} -> {mb:g}")
+    return (not problems, "; ".join(problems) or "all guards hold")

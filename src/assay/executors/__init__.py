@@ -1,0 +1,1 @@
+"""Executors: run blocks on slots (local processes, Ray tasks, SkyPilot nodes)."""

@@ -1,0 +1,258 @@
+"""The objects assay passes around: plain frozen dataclasses, no I/O.
+
+Everything read out of the journal is a frozen snapshot: changing it changes nothing
+stored. The experiment life cycle is a small state machine::
+
+    proposed → queued → running → measured → kept | discarded | invalid | crashed
+                                      ↑  │
+                                      └──┘  (the decision asks for another block)
+
+``invalid`` means the candidate could not be judged (metric missing, checks failed, patch
+rejected, harness changed); ``crashed`` means the benchmark itself failed to run.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ParamValue = int | float | str | bool
+
+
+class ExperimentState(enum.StrEnum):
+    PROPOSED = "proposed"
+    QUEUED = "queued"
+    RUNNING = "running"
+    MEASURED = "measured"
+    KEPT = "kept"
+    DISCARDED = "discarded"
+    INVALID = "invalid"
+    CRASHED = "crashed"
+
+    def is_finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = frozenset(
+    {ExperimentState.KEPT, ExperimentState.DISCARDED, ExperimentState.INVALID,
+     ExperimentState.CRASHED}
+)
+
+
+class RunStatus(enum.StrEnum):
+    """Outcome of one benchmark execution."""
+
+    OK = "ok"
+    INVALID = "invalid"  # ran, but the metric is missing, repeated, non-finite or out of bounds
+    CRASHED = "crashed"  # non-zero exit
+    TIMEOUT = "timeout"  # killed at its time limit (the whole process group)
+    HARNESS_CHANGED = "harness_changed"  # a protected path changed during the run
+    SUSPICIOUS = "suspicious"  # parsed, but implausible: never kept on this run alone
+
+
+class Role(enum.StrEnum):
+    INCUMBENT = "A"
+    CANDIDATE = "B"
+
+
+class BlockKind(enum.StrEnum):
+    COMPARE = "compare"  # incumbent vs candidate, interleaved
+    AA = "aa"  # incumbent vs itself: measures the slot's noise
+    CONFIRM = "confirm"  # a fresh block for a provisional keep (selection bias)
+    RERUN = "rerun"  # re-measure outlier or suspicious pairs
+
+
+class Verdict(enum.StrEnum):
+    KEEP = "keep"
+    DISCARD = "discard"
+    INVALID = "invalid"
+    CONTINUE = "continue"  # not decided: the decision names the next block it wants
+
+
+class Direction(enum.StrEnum):
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+def patch_digest(patch: str, params: Mapping[str, ParamValue]) -> str:
+    """A stable id for what a candidate changes: identical diffs get identical digests."""
+    body = patch.strip() + "\n" + json.dumps(dict(params), sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed change: a patch against ``base_commit`` and/or parameter values."""
+
+    base_commit: str
+    patch: str = ""
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+    hypothesis: str = ""
+    proposer: str = ""
+    sources: tuple[str, ...] = ()
+    hypothesis_id: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)  # tokens, cost, sweep trial number
+
+    @property
+    def digest(self) -> str:
+        return patch_digest(self.patch, self.params)
+
+    def is_empty(self) -> bool:
+        return not self.patch.strip() and not self.params
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The current best: a commit plus the parameter values applied on top of it."""
+
+    commit: str
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+    experiment_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """A comparison unit dispatched to ONE slot.
+
+    ``order`` is a string of roles, e.g. ``"ABBA"``: incumbent (A) and candidate (B) runs
+    interleaved so slow drift cancels. For an A/A block both sides are the incumbent.
+    ``block_id`` is deterministic, so a block submitted twice is recognised as the same one.
+    """
+
+    block_id: str
+    experiment_id: str
+    kind: BlockKind
+    order: str
+    incumbent: Incumbent
+    candidate: Candidate | None  # None for an A/A block
+    prefer_slot: str | None = None
+    avoid_slot: str | None = None
+    seq: int = 0  # position in the experiment's list of blocks
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One execution of the benchmark on one slot."""
+
+    run_id: str
+    block_id: str
+    experiment_id: str
+    role: Role
+    index: int  # position within the block's order
+    status: RunStatus
+    metrics: Mapping[str, float]
+    reason: str = ""
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    stdout_path: str = ""
+    stderr_path: str = ""
+    worker: str = ""
+    holdout: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """What a worker hands back for a block: its runs and whether the candidate is valid."""
+
+    block_id: str
+    experiment_id: str
+    worker: str
+    runs: tuple[RunResult, ...]
+    checks_passed: bool | None = None  # None: no checks configured or not reached
+    error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
+    error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One A/B pair of the primary metric, measured back to back on one slot."""
+
+    a: float
+    b: float
+    slot: str
+    block_id: str
+    kind: BlockKind = BlockKind.COMPARE
+
+
+@dataclass(frozen=True)
+class NextBlock:
+    """What a decision wants measured next."""
+
+    pairs: int
+    kind: BlockKind = BlockKind.COMPARE
+    other_slot: bool = False  # confirmation on another slot where there is one
+    reason: str = ""
+    order: str | None = None  # explicit run order ("ABBA", "BB" ...); None: ABBA-style
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict with its evidence and its reason in words."""
+
+    verdict: Verdict
+    reason: str
+    effect: float | None = None  # estimated improvement, as a fraction (0.03 = 3% better)
+    lo: float | None = None  # interval on the effect
+    hi: float | None = None
+    pairs_used: int = 0
+    runs_used: int = 0
+    delta: float = 0.0
+    next_block: NextBlock | None = None
+    rule: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A candidate's life, as stored in the journal."""
+
+    id: str
+    seq: int
+    state: ExperimentState
+    candidate: Candidate
+    created_at: float
+    updated_at: float
+    decision: Decision | None = None
+    commit: str | None = None  # the commit on the run branch when kept
+    note: str = ""  # the reason for invalid/crashed
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One place a block can run: a host share or one GPU."""
+
+    name: str
+    gpus: tuple[int, ...] = ()
+    host: str = "localhost"
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    id: int
+    text: str
+    sources: tuple[str, ...]
+    source_kind: str  # paper, fork, backend, profile, doc, person, proposer
+    status: str  # open, testing, supported, refuted
+    score: float = 0.0
+    created_at: float = 0.0
+
+
+def log_ratio_sign(direction: Direction) -> float:
+    """+1 when bigger is better, -1 when smaller is better."""
+    return 1.0 if direction is Direction.MAXIMIZE else -1.0
+
+
+def as_pairs(runs: Sequence[RunResult], metric: str, slot: str, block_id: str,
+             kind: BlockKind = BlockKind.COMPARE) -> list[Pair]:
+    """Pair the k-th A run with the k-th B run of one block (ABBA gives two pairs)."""
+    a = [r.metrics[metric] for r in sorted(runs, key=lambda r: r.index)
+         if r.role is Role.INCUMBENT and r.status is RunStatus.OK and metric in r.metrics]
+    b = [r.metrics[metric] for r in sorted(runs, key=lambda r: r.index)
+         if r.role is Role.CANDIDATE and r.status is RunStatus.OK and metric in r.metrics]
+    return [Pair(x, y, slot, block_id, kind) for x, y in zip(a, b, strict=False)]

@@ -1,0 +1,1 @@
+"""Proposers: small policy objects with one method, ``propose(context, n)``."""

@@ -1,0 +1,67 @@
+"""The proposer interface and the context every proposal reads.
+
+A proposer is a small object with one required method::
+
+    propose(context, n) -> list[Candidate]
+
+It returns at most ``n`` candidates (one wave: n = free slots). It may return fewer, and
+an empty list means it has nothing more to propose (the loop then stops). ``tell`` is
+called with every finished experiment the proposer produced, so search-based proposers
+(Optuna) learn from the decided metric. Proposers never touch the journal or the user's
+tree; the loop validates every candidate (scope, protected paths, duplicates) after.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Target
+from ..model import Candidate, Experiment, Hypothesis, Incumbent
+
+
+@dataclass(frozen=True)
+class ExperimentSummary:
+    """What a proposer may know about a past experiment: never full logs, never holdout."""
+
+    id: str
+    state: str
+    hypothesis: str
+    proposer: str
+    params: Mapping[str, object]
+    effect: float | None
+    lo: float | None
+    hi: float | None
+    reason: str
+    diffstat: str = ""
+
+
+@dataclass(frozen=True)
+class ProposalContext:
+    target: Target
+    incumbent: Incumbent
+    history: Sequence[ExperimentSummary] = ()
+    noise_floor: float | None = None  # sd of one pair's log-ratio, pooled over slots
+    delta: float = 0.0
+    research_brief: str = ""
+    hypotheses: Sequence[Hypothesis] = ()
+    tried_digests: frozenset[str] = frozenset()
+    # Returns a clean checkout of the incumbent, for proposers that read or edit files.
+    checkout: Callable[[str], Path] | None = None
+    files: Mapping[str, str] = field(default_factory=dict)  # editable files at the incumbent
+
+
+class Proposer(ABC):
+    name: str = "base"
+
+    @abstractmethod
+    def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+        """Up to ``n`` candidates against ``context.incumbent``; [] when exhausted."""
+
+    def tell(self, experiment: Experiment) -> None:  # noqa: B027 - optional hook
+        """Learn from a finished experiment this proposer produced."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (studies, clients, processes)."""
