@@ -255,4 +255,7 @@ def as_pairs(runs: Sequence[RunResult], metric: str, slot: str, block_id: str,
          if r.role is Role.INCUMBENT and r.status is RunStatus.OK and metric in r.metrics]
     b = [r.metrics[metric] for r in sorted(runs, key=lambda r: r.index)
          if r.role is Role.CANDIDATE and r.status is RunStatus.OK and metric in r.metrics]
+    if not a and not any(r.role is Role.INCUMBENT for r in runs):
+        # A candidate-only block (expensive mode): the A side comes from the slot's history.
+        return [Pair(float("nan"), y, slot, block_id, kind) for y in b]
     return [Pair(x, y, slot, block_id, kind) for x, y in zip(a, b, strict=False)]

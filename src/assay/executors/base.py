@@ -28,12 +28,21 @@ class Executor(ABC):
         """All slots this executor can run blocks on."""
 
     @abstractmethod
+    def free_slot_names(self) -> list[str]:
+        """Names of the slots that could start a block right now."""
+
     def free_slots(self) -> int:
-        """How many more blocks could start right now."""
+        return len(self.free_slot_names())
+
+    def quarantine(self, slot: str) -> None:  # noqa: B027 - optional
+        """Stop giving blocks to ``slot`` (its noise is far above its peers')."""
 
     @abstractmethod
-    def submit(self, block: Block) -> None:
-        """Start ``block`` on a free slot (honouring prefer/avoid_slot where possible)."""
+    def submit(self, block: Block) -> str:
+        """Start ``block`` on a free slot (honouring prefer/avoid_slot where possible).
+
+        Returns the slot's name (or the running slot's, for a duplicate submission).
+        """
 
     @abstractmethod
     def wait(self, timeout: float | None = None) -> list[BlockResult]:

@@ -1,0 +1,221 @@
+"""The Python API: the same verbs as the CLI, on the ask/tell core.
+
+    import assay.api as assay
+    summary = assay.run("path/to/repo", budget=10)
+    print(assay.status("path/to/repo"))
+
+For driving the loop yourself (an MCP tool, a remote worker), use :func:`session`, which
+returns a started :class:`~assay.loop.Loop`: ``loop.ask(n)`` / ``loop.dispatch()`` /
+``loop.tell(result)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from . import config as config_mod
+from .config import Target
+from .errors import AssayError, ConfigError
+from .executors.base import Executor
+from .export import experiment_dict, render
+from .journal import JOURNAL_NAME, Journal
+from .lock import RunLock
+from .loop import Event, Loop, Summary
+from .model import ExperimentState
+from .proposers.base import Proposer
+from .workspace import Workspace
+
+
+def load(root: str | Path = ".", config: str | None = None, **overrides: Any) -> Target:
+    """Load the target; ``overrides`` replace [run] values (slots, budget, proposer ...)."""
+    target = config_mod.load(root, config)
+    run_over = {k: v for k, v in overrides.items() if v is not None}
+    if run_over:
+        if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
+            raise ConfigError(f"--slots {run_over['slots']} does not match the "
+                              f"{len(target.run.gpus)} GPU sets in [run] gpus",
+                              file=str(target.config_path), key="run.slots")
+        target = dataclasses.replace(target, run=dataclasses.replace(target.run, **run_over))
+    return target
+
+
+def journal_path(target: Target) -> Path:
+    return target.state_dir / JOURNAL_NAME
+
+
+def open_journal(target: Target, readonly: bool = False) -> Journal:
+    return Journal.open(journal_path(target), readonly=readonly)
+
+
+def build_proposer(target: Target, journal: Journal, name: str | None = None) -> Proposer:
+    kind = name or target.run.proposer
+    if kind == "sweep":
+        from .proposers.sweep import SweepProposer
+
+        sweep = SweepProposer.from_target(target)
+        sweep.replay(journal.experiments())
+        return sweep
+    if kind == "queue":
+        from .proposers.queue import QueueProposer
+
+        queue = QueueProposer.from_target(target)
+        queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments()
+                          if e.candidate.proposer == "queue"})
+        return queue
+    if kind == "llm":
+        from .proposers.llm import LLMProposer
+
+        return LLMProposer.from_target(target)
+    if kind == "agent":
+        from .proposers.agent import AgentProposer
+
+        return AgentProposer.from_target(target)
+    raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
+                      key="run.proposer", valid=", ".join(config_mod.PROPOSERS))
+
+
+def build_executor(target: Target, ws: Workspace) -> Executor:
+    kind = target.run.executor
+    if kind == "local":
+        from .executors.local import LocalExecutor
+
+        return LocalExecutor(target, ws)
+    if kind == "ray":
+        from .executors.ray import RayExecutor
+
+        return RayExecutor.from_target(target, ws)
+    if kind == "skypilot":
+        from .executors.skypilot import SkyPilotExecutor
+
+        return SkyPilotExecutor.from_target(target, ws)
+    raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
+                      key="run.executor", valid=", ".join(config_mod.EXECUTORS))
+
+
+@contextlib.contextmanager
+def session(target: Target, proposer: Proposer | None = None, executor: Executor | None = None,
+            on_event: Event | None = None, name: str | None = None,
+            lock: bool = True) -> Iterator[Loop]:
+    """A started loop holding the target's lock; closes everything on exit."""
+    run_lock = RunLock(target.state_dir / "run.lock")
+    if lock:
+        run_lock.acquire()
+    journal = open_journal(target)
+    try:
+        stored = journal.get_meta("run_name")
+        ws = Workspace(target, name or stored or target.run.name or "main")
+        prop = proposer or build_proposer(target, journal)
+        exe = executor or build_executor(target, ws)
+        loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
+        if run_lock.took_over:
+            loop.emit("lock", run_lock.took_over)
+        yield loop
+    finally:
+        journal.close()
+        if lock:
+            run_lock.release()
+
+
+def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | None = None,
+        slots: int | None = None, name: str | None = None, max_hours: float | None = None,
+        on_event: Event | None = None, signals: bool = False, config: str | None = None,
+        proposer_obj: Proposer | None = None, executor_obj: Executor | None = None) -> Summary:
+    """Run the loop on the repository at ``root`` until the budget is spent."""
+    target = load(root, config, slots=slots, proposer=proposer, budget=budget)
+    with session(target, proposer=proposer_obj, executor=executor_obj, on_event=on_event,
+                 name=name) as loop:
+        if signals:
+            loop.install_signal_handlers()
+        return loop.run(budget=target.run.budget, max_hours=max_hours)
+
+
+def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
+    target = load(root, config)
+    journal = open_journal(target, readonly=True)
+    try:
+        exps = journal.experiments()
+        counts: dict[str, int] = {}
+        for e in exps:
+            counts[e.state.value] = counts.get(e.state.value, 0) + 1
+        inc = journal.incumbent()
+        kept = [e for e in exps if e.state is ExperimentState.KEPT]
+        first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
+                     None)
+        baseline = first.decision.details["incumbent_value"] if first and first.decision else None
+        best = baseline
+        if kept and kept[-1].decision:
+            best = kept[-1].decision.details.get("candidate_value", best)
+        cal = journal.get_meta("calibration")
+        return {
+            "metric": target.metric.name, "direction": target.metric.direction.value,
+            "unit": target.metric.unit, "experiments": len(exps), "counts": counts,
+            "incumbent": None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
+                                                    "experiment": inc.experiment_id},
+            "baseline": baseline, "best": best,
+            "branch": f"assay/{journal.get_meta('run_name', 'main')}",
+            "calibration": cal, "workers": journal.workers(),
+            "kept": [experiment_dict(journal, e) for e in kept],
+        }
+    finally:
+        journal.close()
+
+
+def log(root: str | Path = ".", config: str | None = None) -> list[dict[str, Any]]:
+    target = load(root, config)
+    journal = open_journal(target, readonly=True)
+    try:
+        return [experiment_dict(journal, e) for e in journal.experiments()]
+    finally:
+        journal.close()
+
+
+def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
+    target = load(root, config)
+    journal = open_journal(target, readonly=True)
+    try:
+        exp = journal.experiment(exp_id)
+        if exp is None:
+            ids = [e.id for e in journal.experiments()]
+            hint = f"known: {ids[0]} .. {ids[-1]}" if ids else "the journal has no experiments"
+            raise AssayError(f"no experiment {exp_id!r} in {journal.path} ({hint})")
+        out = experiment_dict(journal, exp)
+        out["decisions"] = [dataclasses.asdict(d) | {"verdict": d.verdict.value}
+                            for d in journal.decisions(exp_id)]
+        out["blocks"] = journal.blocks(exp_id)
+        out["runs"] = [dataclasses.asdict(r) | {"role": r.role.value, "status": r.status.value}
+                       for r in journal.runs(exp_id)]
+        for d in out["decisions"]:
+            d.pop("next_block", None)
+        return out
+    finally:
+        journal.close()
+
+
+def export(fmt: str, root: str | Path = ".", out: str | Path | None = None,
+           config: str | None = None) -> str:
+    target = load(root, config)
+    journal = open_journal(target, readonly=True)
+    try:
+        text = render(journal, target, fmt)
+    finally:
+        journal.close()
+    if out is not None:
+        Path(out).write_text(text)
+    return text
+
+
+def init(root: str | Path = ".", force: bool = False, ask: Any = None) -> Path:
+    from . import init as init_mod
+
+    root_path = Path(root).resolve()
+    plan = init_mod.detect(root_path)
+    if not plan.detected:
+        if ask is None:
+            raise AssayError(f"{root_path}: no known project layout found; run `assay init` in a "
+                             "terminal to answer a few questions")
+        plan = init_mod.ask_plan(root_path, ask)
+    return init_mod.write_config(root_path, plan, force=force)

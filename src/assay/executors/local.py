@@ -1,0 +1,131 @@
+"""The local executor: N slots on this machine, one thread per running block.
+
+Each slot owns two persistent worktrees (``<slot>-a``, ``<slot>-b``) and, when GPU ids are
+configured, its own ``CUDA_VISIBLE_DEVICES``. A block runs entirely on one slot.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+
+from ..config import Target
+from ..model import Block, BlockResult, Slot
+from ..process import CancelToken
+from ..worker import SlotTrees, run_block
+from ..workspace import Workspace
+from .base import Executor
+
+
+def local_slots(target: Target) -> list[Slot]:
+    n = target.run.slots
+    gpus = target.run.gpus
+    return [Slot(name=f"s{i}", gpus=gpus[i] if gpus else ()) for i in range(n)]
+
+
+class LocalExecutor(Executor):
+    name = "local"
+
+    def __init__(self, target: Target, workspace: Workspace,
+                 slots: Sequence[Slot] | None = None) -> None:
+        self.target = target
+        self.ws = workspace
+        self._slots = list(slots) if slots is not None else local_slots(target)
+        self._trees: dict[str, SlotTrees] = {}
+        self._busy: dict[str, str] = {}  # slot -> block id
+        self._tokens: dict[str, CancelToken] = {}
+        self._done: queue.Queue[BlockResult] = queue.Queue()
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._quarantined: set[str] = set()
+
+    @property
+    def slots(self) -> Sequence[Slot]:
+        return [s for s in self._slots if s.name not in self._quarantined]
+
+    def quarantine(self, slot: str) -> None:
+        self._quarantined.add(slot)
+
+    def free_slot_names(self) -> list[str]:
+        with self._lock:
+            return [s.name for s in self.slots if s.name not in self._busy]
+
+    def _trees_for(self, slot: Slot) -> SlotTrees:
+        if slot.name not in self._trees:
+            self._trees[slot.name] = SlotTrees(self.ws.tree(f"{slot.name}-a"),
+                                               self.ws.tree(f"{slot.name}-b"))
+        return self._trees[slot.name]
+
+    def _pick(self, block: Block) -> Slot:
+        free = [s for s in self.slots if s.name not in self._busy]
+        if not free:
+            raise RuntimeError("submit() called with no free slot")
+        for s in free:
+            if s.name == block.prefer_slot:
+                return s
+        others = [s for s in free if s.name != block.avoid_slot]
+        return (others or free)[0]
+
+    def submit(self, block: Block) -> str:
+        with self._lock:
+            if block.block_id in self._seen:
+                return next((s for s, b in self._busy.items() if b == block.block_id), "")
+            self._seen.add(block.block_id)
+            slot = self._pick(block)
+            self._busy[slot.name] = block.block_id
+            token = CancelToken()
+            self._tokens[block.block_id] = token
+            trees = self._trees_for(slot)
+        thread = threading.Thread(target=self._work, args=(block, slot, trees, token),
+                                  name=f"assay-{slot.name}", daemon=True)
+        thread.start()
+        return slot.name
+
+    def _work(self, block: Block, slot: Slot, trees: SlotTrees, token: CancelToken) -> None:
+        try:
+            result = run_block(block, self.target, self.ws, slot, trees, token)
+        except Exception as exc:  # a bug or a broken machine: report it as an executor error
+            result = BlockResult(block.block_id, block.experiment_id, slot.name, (), None,
+                                 f"{type(exc).__name__}: {exc}", "executor")
+        with self._lock:
+            self._busy.pop(slot.name, None)
+            cancelled = self._tokens.pop(block.block_id, token).cancelled
+        if not cancelled:
+            self._done.put(result)
+        else:
+            with self._lock:
+                self._seen.discard(block.block_id)
+
+    def wait(self, timeout: float | None = None) -> list[BlockResult]:
+        out: list[BlockResult] = []
+        try:
+            out.append(self._done.get(timeout=timeout))
+        except queue.Empty:
+            return out
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                return out
+
+    def running(self) -> set[str]:
+        with self._lock:
+            return set(self._busy.values())
+
+    def slot_of(self, block_id: str) -> str | None:
+        with self._lock:
+            for slot, bid in self._busy.items():
+                if bid == block_id:
+                    return slot
+        return None
+
+    def cancel(self, block_id: str) -> None:
+        with self._lock:
+            token = self._tokens.get(block_id)
+        if token is not None:
+            token.cancel()
+
+    def close(self) -> None:
+        for bid in list(self.running()):
+            self.cancel(bid)

@@ -1,0 +1,539 @@
+"""The journal: everything a run did, in SQLite (WAL) under ``.assay/journal.sqlite``.
+
+Contract:
+
+- One writer: the orchestrator process. Readers (``assay status``, the dashboard) open
+  their own connections; WAL lets them read while the loop writes.
+- Every write happens inside :meth:`Journal.tx` (``BEGIN IMMEDIATE``), so a process
+  killed at any instant leaves either the whole change or none of it.
+- Results are idempotent: a run or block result recorded twice is stored once
+  (ids are deterministic: ``e0007``, ``e0007-b1``, ``e0007-b1-r2``).
+- Objects returned are frozen snapshots (:mod:`assay.model`); changing them changes nothing.
+- The schema moves forward by named migrations, each recorded in ``migrations``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .errors import JournalError
+from .model import (
+    BlockKind,
+    BlockResult,
+    Candidate,
+    Decision,
+    Experiment,
+    ExperimentState,
+    Hypothesis,
+    Incumbent,
+    NextBlock,
+    Role,
+    RunResult,
+    RunStatus,
+    Verdict,
+)
+
+JOURNAL_NAME = "journal.sqlite"
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE experiments (
+        id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, state TEXT NOT NULL,
+        base_commit TEXT NOT NULL, patch TEXT NOT NULL, params TEXT NOT NULL,
+        hypothesis TEXT NOT NULL, proposer TEXT NOT NULL, sources TEXT NOT NULL,
+        hypothesis_id INTEGER, meta TEXT NOT NULL, digest TEXT NOT NULL,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        decision TEXT, commit_sha TEXT, note TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX experiments_digest ON experiments(digest);
+    CREATE TABLE blocks (
+        id TEXT PRIMARY KEY, experiment_id TEXT NOT NULL,
+        seq INTEGER NOT NULL, kind TEXT NOT NULL, run_order TEXT NOT NULL,
+        inc_commit TEXT NOT NULL, inc_params TEXT NOT NULL,
+        state TEXT NOT NULL, slot TEXT, prefer_slot TEXT, avoid_slot TEXT,
+        lease_owner TEXT, lease_expires REAL, attempts INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL, started_at REAL, finished_at REAL,
+        checks_passed INTEGER, error TEXT NOT NULL DEFAULT '', error_kind TEXT NOT NULL DEFAULT '',
+        wall_s REAL
+    );
+    CREATE INDEX blocks_state ON blocks(state);
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, block_id TEXT NOT NULL REFERENCES blocks(id),
+        experiment_id TEXT NOT NULL, role TEXT NOT NULL, idx INTEGER NOT NULL,
+        status TEXT NOT NULL, metrics TEXT NOT NULL, holdout TEXT NOT NULL,
+        reason TEXT NOT NULL, exit_code INTEGER, wall_s REAL NOT NULL,
+        stdout_path TEXT NOT NULL, stderr_path TEXT NOT NULL, worker TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX runs_experiment ON runs(experiment_id);
+    CREATE TABLE decisions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, experiment_id TEXT NOT NULL,
+        verdict TEXT NOT NULL, reason TEXT NOT NULL, effect REAL, lo REAL, hi REAL,
+        pairs_used INTEGER NOT NULL, runs_used INTEGER NOT NULL, delta REAL NOT NULL,
+        rule TEXT NOT NULL, details TEXT NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE TABLE hypotheses (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL UNIQUE,
+        sources TEXT NOT NULL, source_kind TEXT NOT NULL, status TEXT NOT NULL,
+        score REAL NOT NULL, created_at REAL NOT NULL
+    );
+    CREATE TABLE workers (
+        name TEXT PRIMARY KEY, host TEXT NOT NULL, gpus TEXT NOT NULL,
+        noise REAL, quarantined INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '',
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, kind TEXT NOT NULL,
+        experiment_id TEXT, message TEXT NOT NULL, data TEXT NOT NULL
+    );
+    CREATE TABLE hooks (
+        key TEXT PRIMARY KEY, event TEXT NOT NULL, experiment_id TEXT,
+        status TEXT NOT NULL, exit_code INTEGER, output TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, finished_at REAL
+    );
+    """),
+]
+
+_SCHEMA_MIGRATIONS = (
+    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class Journal:
+    """The run's record. Open with :meth:`open`; write inside :meth:`tx`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, readonly: bool = False) -> Journal:
+        p = Path(path)
+        if readonly:
+            if not p.exists():
+                raise JournalError(f"{p}: no journal here; start a run with `assay run` first")
+            conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=30,
+                                   check_same_thread=False, isolation_level=None)
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(p), timeout=30, check_same_thread=False,
+                                   isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            if not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{p}: not a journal ({exc}); move it aside and start again") \
+                from None
+        journal = cls(conn, p)
+        if not readonly:
+            journal.migrate()
+        return journal
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def migrate(self) -> list[str]:
+        applied: list[str] = []
+        with self.tx():
+            self.conn.execute(_SCHEMA_MIGRATIONS)
+            done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
+            known = {name for name, _ in MIGRATIONS}
+            newer = done - known
+            if newer:
+                raise JournalError(f"{self.path}: written by a newer assay (migrations "
+                                   f"{sorted(newer)}); upgrade assay to read it")
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in sql.split(";"):
+                    if statement.strip():
+                        self.conn.execute(statement)
+                self.conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+                applied.append(name)
+        return applied
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    # -- meta ----------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.tx():
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, _dumps(value)))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def incumbent(self) -> Incumbent | None:
+        raw = self.get_meta("incumbent")
+        if raw is None:
+            return None
+        return Incumbent(commit=raw["commit"], params=raw.get("params", {}),
+                         experiment_id=raw.get("experiment_id"))
+
+    def set_incumbent(self, inc: Incumbent) -> None:
+        self.set_meta("incumbent", {"commit": inc.commit, "params": dict(inc.params),
+                                    "experiment_id": inc.experiment_id})
+
+    # -- events --------------------------------------------------------------------
+    def event(self, kind: str, message: str, experiment_id: str | None = None,
+              **data: Any) -> None:
+        with self.tx():
+            self.conn.execute(
+                "INSERT INTO events (ts, kind, experiment_id, message, data) VALUES (?,?,?,?,?)",
+                (time.time(), kind, experiment_id, message, _dumps(data)))
+
+    def events(self, since_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (since_id, limit))
+        return [{**dict(r), "data": json.loads(r["data"])} for r in rows]
+
+    # -- experiments ---------------------------------------------------------------
+    def next_seq(self) -> int:
+        row = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM experiments").fetchone()
+        return int(row[0]) + 1
+
+    def add_experiment(self, cand: Candidate, state: ExperimentState = ExperimentState.QUEUED,
+                       note: str = "") -> Experiment:
+        now = time.time()
+        with self.tx():
+            seq = self.next_seq()
+            exp_id = f"e{seq:04d}"
+            self.conn.execute(
+                "INSERT INTO experiments (id, seq, state, base_commit, patch, params, hypothesis,"
+                " proposer, sources, hypothesis_id, meta, digest, created_at, updated_at, note)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (exp_id, seq, state.value, cand.base_commit, cand.patch, _dumps(dict(cand.params)),
+                 cand.hypothesis, cand.proposer, _dumps(list(cand.sources)), cand.hypothesis_id,
+                 _dumps(dict(cand.meta)), cand.digest, now, now, note))
+            if cand.hypothesis_id is not None:
+                self.conn.execute("UPDATE hypotheses SET status = 'testing' WHERE id = ? "
+                                  "AND status = 'open'", (cand.hypothesis_id,))
+        exp = self.experiment(exp_id)
+        assert exp is not None
+        return exp
+
+    def set_state(self, exp_id: str, state: ExperimentState, note: str | None = None,
+                  commit: str | None = None) -> None:
+        with self.tx():
+            cur = self.conn.execute("SELECT state FROM experiments WHERE id = ?", (exp_id,))
+            row = cur.fetchone()
+            if row is None:
+                raise JournalError(f"experiment {exp_id} is not in the journal")
+            if ExperimentState(row[0]).is_finished() and row[0] != state.value:
+                raise JournalError(f"experiment {exp_id} is already {row[0]}; "
+                                   f"refusing to move it to {state.value}")
+            self.conn.execute(
+                "UPDATE experiments SET state = ?, updated_at = ?,"
+                " note = COALESCE(?, note), commit_sha = COALESCE(?, commit_sha) WHERE id = ?",
+                (state.value, time.time(), note, commit, exp_id))
+
+    def set_decision(self, exp_id: str, d: Decision) -> None:
+        with self.tx():
+            self.conn.execute(
+                "INSERT INTO decisions (experiment_id, verdict, reason, effect, lo, hi, pairs_used,"
+                " runs_used, delta, rule, details, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (exp_id, d.verdict.value, d.reason, d.effect, d.lo, d.hi, d.pairs_used,
+                 d.runs_used, d.delta, d.rule, _dumps(dict(d.details)), time.time()))
+            self.conn.execute("UPDATE experiments SET decision = ?, updated_at = ? WHERE id = ?",
+                              (_dumps(_decision_dict(d)), time.time(), exp_id))
+
+    def experiment(self, exp_id: str) -> Experiment | None:
+        row = self.conn.execute("SELECT * FROM experiments WHERE id = ?", (exp_id,)).fetchone()
+        return _experiment(row) if row else None
+
+    def experiments(self, states: Sequence[ExperimentState] | None = None) -> list[Experiment]:
+        if states:
+            marks = ",".join("?" * len(states))
+            rows = self.conn.execute(f"SELECT * FROM experiments WHERE state IN ({marks}) "
+                                     "ORDER BY seq", [s.value for s in states])
+        else:
+            rows = self.conn.execute("SELECT * FROM experiments ORDER BY seq")
+        return [_experiment(r) for r in rows]
+
+    def digests(self) -> frozenset[str]:
+        return frozenset(r[0] for r in self.conn.execute("SELECT digest FROM experiments"))
+
+    def find_digest(self, digest: str) -> str | None:
+        row = self.conn.execute("SELECT id FROM experiments WHERE digest = ? ORDER BY seq LIMIT 1",
+                                (digest,)).fetchone()
+        return str(row[0]) if row else None
+
+    def decisions(self, exp_id: str) -> list[Decision]:
+        rows = self.conn.execute("SELECT * FROM decisions WHERE experiment_id = ? ORDER BY id",
+                                 (exp_id,))
+        return [Decision(Verdict(r["verdict"]), r["reason"], r["effect"], r["lo"], r["hi"],
+                         r["pairs_used"], r["runs_used"], r["delta"], rule=r["rule"],
+                         details=json.loads(r["details"])) for r in rows]
+
+    # -- blocks --------------------------------------------------------------------
+    def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
+                  prefer_slot: str | None = None, avoid_slot: str | None = None) -> str:
+        with self.tx():
+            row = self.conn.execute("SELECT COUNT(*) FROM blocks WHERE experiment_id = ?",
+                                    (exp_id,)).fetchone()
+            seq = int(row[0]) + 1
+            block_id = f"{exp_id}-b{seq}"
+            self.conn.execute(
+                "INSERT INTO blocks (id, experiment_id, seq, kind, run_order, inc_commit,"
+                " inc_params, state, prefer_slot, avoid_slot, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (block_id, exp_id, seq, kind.value, order, incumbent.commit,
+                 _dumps(dict(incumbent.params)), "queued", prefer_slot, avoid_slot, time.time()))
+        return block_id
+
+    def blocks(self, exp_id: str | None = None, states: Sequence[str] = ()) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM blocks WHERE 1=1", []
+        if exp_id is not None:
+            sql += " AND experiment_id = ?"
+            args.append(exp_id)
+        if states:
+            sql += f" AND state IN ({','.join('?' * len(states))})"
+            args.extend(states)
+        sql += " ORDER BY created_at, seq"
+        return [dict(r) for r in self.conn.execute(sql, args)]
+
+    def lease_block(self, block_id: str, slot: str, owner: str, ttl_s: float) -> bool:
+        """Mark a queued block running on ``slot``; False when it is not queued (no double run)."""
+        with self.tx():
+            cur = self.conn.execute(
+                "UPDATE blocks SET state = 'running', slot = ?, lease_owner = ?, lease_expires = ?,"
+                " started_at = ?, attempts = attempts + 1 WHERE id = ? AND state = 'queued'",
+                (slot, owner, time.time() + ttl_s, time.time(), block_id))
+            return cur.rowcount == 1
+
+    def heartbeat(self, block_ids: Sequence[str], owner: str, ttl_s: float) -> None:
+        if not block_ids:
+            return
+        with self.tx():
+            self.conn.executemany(
+                "UPDATE blocks SET lease_expires = ? WHERE id = ? AND lease_owner = ?",
+                [(time.time() + ttl_s, b, owner) for b in block_ids])
+
+    def requeue_stale(self, owner: str | None = None) -> list[str]:
+        """Put back running blocks whose lease expired (or that belong to a dead owner)."""
+        with self.tx():
+            now = time.time()
+            rows = self.conn.execute(
+                "SELECT id FROM blocks WHERE state = 'running' AND (lease_expires < ? OR "
+                "(? IS NOT NULL AND lease_owner != ?))", (now, owner, owner)).fetchall()
+            ids = [r[0] for r in rows]
+            for bid in ids:
+                self.conn.execute("DELETE FROM runs WHERE block_id = ?", (bid,))
+                self.conn.execute("UPDATE blocks SET state = 'queued', slot = NULL, lease_owner ="
+                                  " NULL, lease_expires = NULL WHERE id = ?", (bid,))
+        return ids
+
+    def set_block_slot(self, block_id: str, slot: str) -> None:
+        with self.tx():
+            self.conn.execute("UPDATE blocks SET slot = ? WHERE id = ?", (slot, block_id))
+
+    def requeue(self, block_ids: Sequence[str]) -> None:
+        """Put running blocks back in the queue (their partial runs are dropped)."""
+        with self.tx():
+            for bid in block_ids:
+                self.conn.execute("DELETE FROM runs WHERE block_id = ?", (bid,))
+                self.conn.execute("UPDATE blocks SET state = 'queued', slot = NULL, lease_owner ="
+                                  " NULL, lease_expires = NULL WHERE id = ? AND state = 'running'",
+                                  (bid,))
+
+    def cancel_block(self, block_id: str, reason: str) -> None:
+        with self.tx():
+            self.conn.execute("UPDATE blocks SET state = 'cancelled', error = ?, finished_at = ?"
+                              " WHERE id = ? AND state IN ('queued', 'running')",
+                              (reason, time.time(), block_id))
+
+    def record_block(self, res: BlockResult) -> bool:
+        """Store a block's runs; False (and nothing written) when it was already recorded."""
+        with self.tx():
+            row = self.conn.execute("SELECT state FROM blocks WHERE id = ?",
+                                    (res.block_id,)).fetchone()
+            if row is None:
+                raise JournalError(f"block {res.block_id} is not in the journal")
+            if row[0] == "done":
+                return False
+            now = time.time()
+            for r in res.runs:
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO runs (id, block_id, experiment_id, role, idx, status,"
+                    " metrics, holdout, reason, exit_code, wall_s, stdout_path, stderr_path,"
+                    " worker, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (r.run_id, r.block_id, r.experiment_id, r.role.value, r.index, r.status.value,
+                     _dumps(dict(r.metrics)), _dumps(dict(r.holdout)), r.reason, r.exit_code,
+                     r.wall_s, r.stdout_path, r.stderr_path, r.worker, now))
+            checks = None if res.checks_passed is None else int(res.checks_passed)
+            self.conn.execute(
+                "UPDATE blocks SET state = 'done', finished_at = ?, checks_passed = ?, error = ?,"
+                " error_kind = ?, wall_s = ?, slot = COALESCE(slot, ?) WHERE id = ?",
+                (now, checks, res.error, res.error_kind, res.wall_s, res.worker, res.block_id))
+        return True
+
+    def runs(self, exp_id: str | None = None, block_id: str | None = None) -> list[RunResult]:
+        sql, args = "SELECT * FROM runs WHERE 1=1", []
+        if exp_id is not None:
+            sql += " AND experiment_id = ?"
+            args.append(exp_id)
+        if block_id is not None:
+            sql += " AND block_id = ?"
+            args.append(block_id)
+        sql += " ORDER BY created_at, block_id, idx"
+        return [_run(r) for r in self.conn.execute(sql, args)]
+
+    def recent_incumbent_values(self, slot: str, metric: str, commit: str,
+                                limit: int = 8) -> tuple[float, ...]:
+        """The slot's latest incumbent measurements of ``metric`` at ``commit`` (newest last)."""
+        rows = self.conn.execute(
+            "SELECT r.metrics FROM runs r JOIN blocks b ON r.block_id = b.id"
+            " WHERE r.role = 'A' AND r.status = 'ok' AND r.worker = ?"
+            " AND b.inc_commit = ? ORDER BY r.created_at DESC, r.id DESC LIMIT ?",
+            (slot, commit, limit)).fetchall()
+        vals = [json.loads(r[0]).get(metric) for r in rows]
+        return tuple(float(v) for v in reversed(vals) if v is not None)
+
+    # -- workers -------------------------------------------------------------------
+    def set_worker(self, name: str, host: str, gpus: Sequence[int], noise: float | None,
+                   quarantined: bool = False, reason: str = "") -> None:
+        with self.tx():
+            self.conn.execute(
+                "INSERT OR REPLACE INTO workers VALUES (?,?,?,?,?,?,?)",
+                (name, host, _dumps(list(gpus)), noise, int(quarantined), reason, time.time()))
+
+    def workers(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM workers ORDER BY name")]
+
+    # -- hypotheses ----------------------------------------------------------------
+    def add_hypothesis(self, text: str, sources: Sequence[str], source_kind: str,
+                       score: float = 0.0) -> int:
+        text = text.strip()
+        with self.tx():
+            row = self.conn.execute("SELECT id FROM hypotheses WHERE text = ?", (text,)).fetchone()
+            if row:
+                return int(row[0])
+            cur = self.conn.execute(
+                "INSERT INTO hypotheses (text, sources, source_kind, status, score, created_at)"
+                " VALUES (?,?,?,?,?,?)",
+                (text, _dumps(list(sources)), source_kind, "open", score, time.time()))
+            return int(cur.lastrowid or 0)
+
+    def hypotheses(self, status: str | None = None) -> list[Hypothesis]:
+        if status:
+            rows = self.conn.execute("SELECT * FROM hypotheses WHERE status = ? "
+                                     "ORDER BY score DESC, id", (status,))
+        else:
+            rows = self.conn.execute("SELECT * FROM hypotheses ORDER BY score DESC, id")
+        return [Hypothesis(r["id"], r["text"], tuple(json.loads(r["sources"])), r["source_kind"],
+                           r["status"], r["score"], r["created_at"]) for r in rows]
+
+    def set_hypothesis_status(self, hid: int, status: str) -> None:
+        with self.tx():
+            self.conn.execute("UPDATE hypotheses SET status = ? WHERE id = ?", (status, hid))
+
+    # -- hooks ---------------------------------------------------------------------
+    def hook_begin(self, key: str, event: str, exp_id: str | None) -> bool:
+        """Register a hook firing; False when this key already finished (run at most once)."""
+        with self.tx():
+            row = self.conn.execute("SELECT status FROM hooks WHERE key = ?", (key,)).fetchone()
+            if row and row[0] in ("ok", "failed", "timeout"):
+                return False
+            if row is None:
+                self.conn.execute("INSERT INTO hooks (key, event, experiment_id, status,"
+                                  " created_at) VALUES (?,?,?,?,?)",
+                                  (key, event, exp_id, "pending", time.time()))
+            self.conn.execute("UPDATE hooks SET attempts = attempts + 1 WHERE key = ?", (key,))
+        return True
+
+    def hook_end(self, key: str, status: str, exit_code: int | None, output: str) -> None:
+        with self.tx():
+            self.conn.execute("UPDATE hooks SET status = ?, exit_code = ?, output = ?,"
+                              " finished_at = ? WHERE key = ?",
+                              (status, exit_code, output[-4000:], time.time(), key))
+
+    def pending_hooks(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute(
+            "SELECT * FROM hooks WHERE status = 'pending' ORDER BY created_at")]
+
+    def hooks(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute("SELECT * FROM hooks ORDER BY created_at")]
+
+    def integrity(self) -> str:
+        return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _decision_dict(d: Decision) -> dict[str, Any]:
+    out = asdict(d)
+    out["verdict"] = d.verdict.value
+    if d.next_block is not None:
+        out["next_block"] = {**asdict(d.next_block), "kind": d.next_block.kind.value}
+    return out
+
+
+def decision_from_dict(raw: Mapping[str, Any]) -> Decision:
+    nb = raw.get("next_block")
+    next_block = None
+    if nb:
+        next_block = NextBlock(nb["pairs"], BlockKind(nb["kind"]), nb.get("other_slot", False),
+                               nb.get("reason", ""), nb.get("order"))
+    return Decision(Verdict(raw["verdict"]), raw["reason"], raw.get("effect"), raw.get("lo"),
+                    raw.get("hi"), raw.get("pairs_used", 0), raw.get("runs_used", 0),
+                    raw.get("delta", 0.0), next_block, raw.get("rule", ""),
+                    raw.get("details", {}))
+
+
+def _experiment(r: sqlite3.Row) -> Experiment:
+    cand = Candidate(base_commit=r["base_commit"], patch=r["patch"],
+                     params=json.loads(r["params"]), hypothesis=r["hypothesis"],
+                     proposer=r["proposer"], sources=tuple(json.loads(r["sources"])),
+                     hypothesis_id=r["hypothesis_id"], meta=json.loads(r["meta"]))
+    dec = decision_from_dict(json.loads(r["decision"])) if r["decision"] else None
+    return Experiment(id=r["id"], seq=r["seq"], state=ExperimentState(r["state"]), candidate=cand,
+                      created_at=r["created_at"], updated_at=r["updated_at"], decision=dec,
+                      commit=r["commit_sha"], note=r["note"], digest=r["digest"])
+
+
+def _run(r: sqlite3.Row) -> RunResult:
+    return RunResult(run_id=r["id"], block_id=r["block_id"], experiment_id=r["experiment_id"],
+                     role=Role(r["role"]), index=r["idx"], status=RunStatus(r["status"]),
+                     metrics=json.loads(r["metrics"]), reason=r["reason"],
+                     exit_code=r["exit_code"], wall_s=r["wall_s"], stdout_path=r["stdout_path"],
+                     stderr_path=r["stderr_path"], worker=r["worker"],
+                     holdout=json.loads(r["holdout"]))

@@ -1,0 +1,629 @@
+"""The experiment loop on an ask/tell core.
+
+``Loop.ask(n)`` asks the proposer for up to ``n`` candidates, validates them and queues
+their first blocks; ``Loop.tell(result)`` records a finished block and moves its experiment
+on (another block, keep, discard, invalid). ``Loop.run()`` is the driver: calibrate, then
+waves of ask → dispatch → wait → tell until the budget is spent or the proposer is done.
+The CLI, the MCP server and the Python API all drive these same calls.
+
+Dispatch order (deterministic): calibration blocks first, then re-measurements and
+confirmations, then everything else first-in first-out. A block is leased in the journal
+before it is submitted, so no block is dispatched twice; after a crash every block still
+marked running is re-queued and its partial runs dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from .config import Target
+from .decision import DecisionContext, DecisionRule, FixedPairs, guards_hold
+from .errors import AssayError, PatchError
+from .executors.base import Executor
+from .hooks import Hooks
+from .journal import Journal
+from .model import (
+    Block,
+    BlockKind,
+    BlockResult,
+    Candidate,
+    Decision,
+    Direction,
+    Experiment,
+    ExperimentState,
+    Incumbent,
+    NextBlock,
+    Pair,
+    Role,
+    RunResult,
+    RunStatus,
+    Verdict,
+    as_pairs,
+)
+from .proposers.base import ExperimentSummary, ProposalContext, Proposer
+from .workspace import Workspace, check_scope
+
+CAL = "cal"
+LEASE_TTL_S = 120.0
+MAX_RERUNS = 2
+Event = Callable[[str, str, "Experiment | None"], None]
+
+
+def make_rule(target: Target) -> DecisionRule:
+    if target.decision.rule == "fixed":
+        return FixedPairs()
+    from . import stats
+
+    return stats.make_rule(target.decision)
+
+
+def order_for(next_block: NextBlock) -> str:
+    """ABBA repeated: 1 pair -> AB, 2 -> ABBA, 3 -> ABBAAB ..."""
+    if next_block.order:
+        return next_block.order
+    out = ""
+    for i in range(max(1, next_block.pairs)):
+        out += "AB" if i % 2 == 0 else "BA"
+    return out
+
+
+@dataclass
+class Summary:
+    baseline: float | None = None
+    best: float | None = None
+    kept: list[Experiment] = field(default_factory=list)
+    finished: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    stopped: str = ""
+    branch: str = ""
+
+
+class Loop:
+    def __init__(self, target: Target, journal: Journal, workspace: Workspace,
+                 executor: Executor, proposer: Proposer, rule: DecisionRule | None = None,
+                 on_event: Event | None = None) -> None:
+        self.target = target
+        self.journal = journal
+        self.ws = workspace
+        self.executor = executor
+        self.proposer = proposer
+        self.rule = rule or make_rule(target)
+        self.on_event = on_event or (lambda kind, msg, exp: None)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.hooks = Hooks(target, journal, report=lambda m: self.emit("hook", m))
+        self.exhausted = False
+        self.stop_reason = ""
+        self._stop = threading.Event()
+        self._signals = 0
+        self._calibrated = False
+
+    # -- events --------------------------------------------------------------------
+    def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
+        self.journal.event(kind, message, exp.id if exp else None)
+        self.on_event(kind, message, exp)
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        self._stop.set()
+
+    # -- start / resume ------------------------------------------------------------
+    def start(self) -> Incumbent:
+        inc = self.journal.incumbent()
+        if inc is None:
+            head = self.ws.head()
+            if self.ws.dirty():
+                self.emit("warn", "the working tree has uncommitted changes; assay measures the "
+                                  "last commit (HEAD) and ignores them")
+            self.ws.ensure_branch(head)
+            defaults = {p.name: p.default for p in self.target.params if p.default is not None}
+            inc = Incumbent(commit=head, params=defaults, experiment_id=None)
+            self.journal.set_incumbent(inc)
+            self.journal.set_meta("run_name", self.ws.run_name)
+            self.journal.set_meta("base_commit", head)
+            self.emit("start", f"incumbent is {head[:12]} on branch {self.ws.branch}")
+        else:
+            self.ws.ensure_branch(inc.commit)
+            stale = self.journal.requeue_stale(owner=self.owner)
+            if stale:
+                self.emit("resume", f"re-queued {len(stale)} block(s) left running by an earlier "
+                                    f"process: {', '.join(stale)}")
+            for exp in self.journal.experiments([ExperimentState.PROPOSED]):
+                self.journal.set_state(exp.id, ExperimentState.QUEUED)
+            for exp in self.journal.experiments([ExperimentState.QUEUED,
+                                                 ExperimentState.RUNNING,
+                                                 ExperimentState.MEASURED]):
+                self._ensure_progress(exp)
+            self.hooks.resume_pending()
+        self._calibrated = self.journal.get_meta("calibration") is not None
+        for w in self.journal.workers():
+            if w["quarantined"]:
+                self.executor.quarantine(w["name"])
+        return inc
+
+    def _ensure_progress(self, exp: Experiment) -> None:
+        """After a crash: an unfinished experiment with no pending block is decided again."""
+        pending = self.journal.blocks(exp.id, states=("queued", "running"))
+        if pending:
+            return
+        if not self.journal.blocks(exp.id):
+            self._queue_first(exp)
+            return
+        self._judge(exp)
+
+    # -- ask -----------------------------------------------------------------------
+    def context(self) -> ProposalContext:
+        inc = self.incumbent
+        cal = self.journal.get_meta("calibration") or {}
+        brief = ""
+        research = self.target.state_dir / "research.md"
+        if research.exists():
+            brief = research.read_text(errors="replace")
+        history = [_summary(e) for e in self.journal.experiments()]
+        return ProposalContext(
+            target=self.target, incumbent=inc, history=history,
+            noise_floor=cal.get("pooled"), delta=self.delta,
+            research_brief=brief, hypotheses=self.journal.hypotheses("open"),
+            tried_digests=self.journal.digests(),
+            checkout=lambda name: self.ws.checkout(name, inc.commit),
+            files=self.ws.editable_files(inc.commit))
+
+    @property
+    def incumbent(self) -> Incumbent:
+        inc = self.journal.incumbent()
+        if inc is None:
+            raise AssayError("the journal has no incumbent; call start() first")
+        return inc
+
+    @property
+    def delta(self) -> float:
+        cal = self.journal.get_meta("calibration") or {}
+        return float(cal.get("delta", self.target.decision.delta))
+
+    def ask(self, n: int) -> list[Experiment]:
+        """Propose up to ``n`` candidates and queue them; rejected ones are recorded too."""
+        if n <= 0:
+            return []
+        ctx = self.context()
+        try:
+            cands = self.proposer.propose(ctx, n)
+        except AssayError as exc:
+            self.emit("error", f"proposer {self.proposer.name} failed: {exc}")
+            self.hooks.fire("on_error", None, {"ASSAY_ERROR": str(exc)},
+                            key=f"on_error:propose:{self.journal.next_seq()}")
+            self.exhausted = True
+            self.stop_reason = f"the proposer failed: {exc}"
+            return []
+        if not cands:
+            self.exhausted = True
+            self.stop_reason = f"the {self.proposer.name} proposer has nothing more to propose"
+            return []
+        return [self.submit_candidate(c) for c in cands[:n]]
+
+    def submit_candidate(self, cand: Candidate) -> Experiment:
+        """Validate and queue one candidate (the `tell`-side entry for outside proposers)."""
+        reason = self._reject_reason(cand)
+        if reason:
+            exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)
+            self.emit("reject", f"{exp.id} rejected before any run: {reason}", exp)
+            self._finish_tell(exp)
+            return exp
+        exp = self.journal.add_experiment(cand, ExperimentState.QUEUED)
+        self.emit("queued", f"{exp.id} queued: {cand.hypothesis}", exp)
+        self._queue_first(exp)
+        return exp
+
+    def _reject_reason(self, cand: Candidate) -> str:
+        if cand.meta.get("rejected"):
+            return str(cand.meta["rejected"])
+        if cand.is_empty():
+            return "the candidate changes nothing"
+        dup = self.journal.find_digest(cand.digest)
+        if dup:
+            return f"identical to {dup}, already tried"
+        try:
+            if cand.patch.strip():
+                check_scope(cand.patch, self.target)
+            declared = {p.name for p in self.target.params}
+            unknown = set(cand.params) - declared
+            if unknown:
+                return f"sets undeclared parameters {sorted(unknown)}"
+        except PatchError as exc:
+            return str(exc)
+        return ""
+
+    def _queue_first(self, exp: Experiment) -> None:
+        nb = self.rule.first_block(self._ctx())
+        self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent)
+
+    # -- dispatch ------------------------------------------------------------------
+    def _ctx(self) -> DecisionContext:
+        cal = self.journal.get_meta("calibration") or {}
+        inc = self.journal.incumbent()
+        slots = tuple(s.name for s in self.executor.slots)
+        history: dict[str, tuple[float, ...]] = {}
+        if inc is not None and self.target.decision.rule == "expensive":
+            for s in slots:
+                history[s] = self.journal.recent_incumbent_values(s, self.target.metric.name,
+                                                                  inc.commit)
+        return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
+                               delta=self.delta, slots=slots, noise=cal.get("noise", {}),
+                               incumbent_history=history, bounds=self.target.metric.bounds)
+
+    def _priority(self, row: dict[str, Any]) -> tuple[int, float, int]:
+        kind = row["kind"]
+        rank = 0 if kind == BlockKind.AA.value else 1 if kind in (
+            BlockKind.RERUN.value, BlockKind.CONFIRM.value) else 2
+        return rank, float(row["created_at"]), int(row["seq"])
+
+    def dispatch(self) -> int:
+        """Submit queued blocks to free slots; returns how many were started."""
+        started = 0
+        free = self.executor.free_slot_names()
+        if not free:
+            return 0
+        queued = sorted(self.journal.blocks(states=("queued",)), key=self._priority)
+        for row in queued:
+            if not free:
+                break
+            if row["kind"] == BlockKind.AA.value and row["prefer_slot"] not in free:
+                continue
+            block = self._block(row)
+            if block is None:
+                continue
+            if not self.journal.lease_block(block.block_id, "", self.owner, LEASE_TTL_S):
+                continue
+            slot = self.executor.submit(block)
+            self.journal.set_block_slot(block.block_id, slot)
+            free = self.executor.free_slot_names()
+            if block.experiment_id != CAL:
+                exp = self.journal.experiment(block.experiment_id)
+                if exp is not None and exp.state is ExperimentState.QUEUED:
+                    self.journal.set_state(exp.id, ExperimentState.RUNNING)
+            started += 1
+        return started
+
+    def _block(self, row: dict[str, Any]) -> Block | None:
+        import json
+
+        inc = Incumbent(row["inc_commit"], json.loads(row["inc_params"]))
+        cand: Candidate | None = None
+        if row["experiment_id"] != CAL:
+            exp = self.journal.experiment(row["experiment_id"])
+            if exp is None or exp.state.is_finished():
+                self.journal.cancel_block(row["id"], "its experiment is finished")
+                return None
+            cand = dataclasses.replace(exp.candidate, base_commit=inc.commit)
+        return Block(block_id=row["id"], experiment_id=row["experiment_id"],
+                     kind=BlockKind(row["kind"]), order=row["run_order"], incumbent=inc,
+                     candidate=cand, prefer_slot=row["prefer_slot"],
+                     avoid_slot=row["avoid_slot"], seq=row["seq"])
+
+    # -- tell ----------------------------------------------------------------------
+    def tell(self, result: BlockResult) -> Experiment | None:
+        """Record a finished block and move its experiment on. Idempotent."""
+        if not self.journal.record_block(result):
+            return None
+        if result.experiment_id == CAL:
+            self._maybe_calibrate()
+            return None
+        exp = self.journal.experiment(result.experiment_id)
+        if exp is None or exp.state.is_finished():
+            return exp
+        if result.error_kind == "executor":
+            # The machine failed, not the candidate: measure this block again.
+            self.emit("retry", f"{exp.id}: block {result.block_id} failed on "
+                               f"{result.worker} ({result.error}); queued again", exp)
+            self._add_block(exp, NextBlock(self._pairs_of(result), BlockKind.RERUN,
+                                           reason="executor failure"), avoid=result.worker)
+            return exp
+        if result.error:
+            state = ExperimentState.INVALID
+            return self._finish(exp, state, f"{result.error_kind}: {result.error}")
+        return self._judge(exp)
+
+    def _pairs_of(self, result: BlockResult) -> int:
+        return max(1, len(result.runs) // 2) if result.runs else self.target.decision.pairs_per_block
+
+    def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
+        self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent, avoid_slot=avoid)
+
+    def _judge(self, exp: Experiment) -> Experiment:
+        inc = self.incumbent
+        blocks = [b for b in self.journal.blocks(exp.id) if b["state"] == "done"]
+        if not blocks:
+            self._queue_first(exp)
+            return exp
+        current = blocks[-1]["inc_commit"]
+        runs = self.journal.runs(exp.id)
+        cur_blocks = [b for b in blocks if b["inc_commit"] == current]
+        cur_ids = {b["id"] for b in cur_blocks}
+        cur_runs = [r for r in runs if r.block_id in cur_ids]
+        cand_runs = [r for r in cur_runs if r.role is Role.CANDIDATE]
+
+        harness = [r for r in cand_runs if r.status is RunStatus.HARNESS_CHANGED]
+        if harness:
+            return self._finish(exp, ExperimentState.INVALID, f"harness_changed: {harness[0].reason}")
+        ok = [r for r in cand_runs if r.status is RunStatus.OK]
+        if cand_runs and not ok:
+            bad = cand_runs[-1]
+            state = (ExperimentState.INVALID if bad.status in (RunStatus.INVALID,)
+                     else ExperimentState.CRASHED if bad.status in (RunStatus.CRASHED,
+                                                                    RunStatus.TIMEOUT)
+                     else None)
+            if state is not None:
+                return self._finish(exp, state, f"{bad.status.value}: {bad.reason}")
+        suspicious = [r for r in cand_runs if r.status is RunStatus.SUSPICIOUS]
+        reruns = sum(1 for b in blocks if b["kind"] == BlockKind.RERUN.value)
+        if suspicious and blocks[-1]["kind"] != BlockKind.RERUN.value:
+            if reruns >= MAX_RERUNS:
+                return self._finish(exp, ExperimentState.INVALID,
+                                    f"suspicious results persist after {reruns} re-measurements: "
+                                    f"{suspicious[-1].reason}")
+            self.emit("rerun", f"{exp.id}: suspicious result re-measured "
+                               f"({suspicious[-1].reason})", exp)
+            self._add_block(exp, NextBlock(self.target.decision.pairs_per_block, BlockKind.RERUN,
+                                           reason="suspicious"))
+            return exp
+
+        pairs: list[Pair] = []
+        for b in cur_blocks:
+            b_runs = [r for r in cur_runs if r.block_id == b["id"]]
+            pairs += as_pairs(b_runs, self.target.metric.name, b["slot"] or "", b["id"],
+                              BlockKind(b["kind"]))
+        decision = self.rule.decide(pairs, self._ctx())
+        decision = self._with_values(decision, cur_runs)
+        self.journal.set_decision(exp.id, decision)
+        if decision.verdict is Verdict.CONTINUE:
+            nb = decision.next_block or NextBlock(self.target.decision.pairs_per_block)
+            avoid = blocks[-1]["slot"] if nb.other_slot else None
+            self._add_block(exp, nb, avoid=avoid)
+            self.emit("measure", f"{exp.id}: {decision.reason}", exp)
+            return exp
+        if decision.verdict is Verdict.KEEP and current != inc.commit:
+            self.emit("rebase", f"{exp.id} would be kept, but the incumbent moved to "
+                                f"{inc.commit[:12]}: measuring it again against the new one", exp)
+            self._queue_first(exp)
+            return exp
+        if decision.verdict is Verdict.KEEP:
+            good, why = guards_hold(cur_runs, self.target.guards)
+            if good and self.target.holdout_metric is not None:
+                good, why = _holdout_holds(cur_runs, self.target)
+            if not good:
+                return self._finish(exp, ExperimentState.DISCARDED,
+                                    f"the effect is real but {why}", decision)
+            return self._keep(exp, decision)
+        if decision.verdict is Verdict.INVALID:
+            return self._finish(exp, ExperimentState.INVALID, decision.reason, decision)
+        return self._finish(exp, ExperimentState.DISCARDED, decision.reason, decision)
+
+    def _with_values(self, d: Decision, runs: Sequence[RunResult]) -> Decision:
+        name = self.target.metric.name
+        a = [r.metrics[name] for r in runs if r.role is Role.INCUMBENT and
+             r.status is RunStatus.OK and name in r.metrics]
+        b = [r.metrics[name] for r in runs if r.role is Role.CANDIDATE and
+             r.status is RunStatus.OK and name in r.metrics]
+        details = dict(d.details)
+        if a:
+            details["incumbent_value"] = statistics.median(a)
+        if b:
+            details["candidate_value"] = statistics.median(b)
+        details["runs_total"] = len(runs)
+        return dataclasses.replace(d, details=details)
+
+    def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
+        inc = self.incumbent
+        params = {**inc.params, **exp.candidate.params}
+        msg = (f"assay {exp.id}: {exp.candidate.hypothesis}\n\n{decision.reason}\n"
+               f"proposer: {exp.candidate.proposer}")
+        try:
+            sha = self.ws.commit_candidate(inc.commit, exp.candidate.patch, params, msg)
+        except PatchError as exc:
+            return self._finish(exp, ExperimentState.INVALID, f"cannot commit: {exc}", decision)
+        new = Incumbent(commit=sha, params=params, experiment_id=exp.id)
+        with self.journal.tx():
+            self.journal.set_incumbent(new)
+            self.journal.set_state(exp.id, ExperimentState.KEPT, note=decision.reason, commit=sha)
+        done = self.journal.experiment(exp.id)
+        assert done is not None
+        self.emit("keep", f"{exp.id} KEPT ({sha[:12]}): {decision.reason}", done)
+        self.hooks.fire("on_keep", exp.id, {"ASSAY_COMMIT": sha})
+        self._finish_tell(done)
+        return done
+
+    def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
+                decision: Decision | None = None) -> Experiment:
+        for b in self.journal.blocks(exp.id, states=("queued",)):
+            self.journal.cancel_block(b["id"], f"experiment {state.value}")
+        self.journal.set_state(exp.id, state, note=reason)
+        done = self.journal.experiment(exp.id)
+        assert done is not None
+        self.emit(state.value, f"{exp.id} {state.value}: {reason}", done)
+        if state in (ExperimentState.CRASHED,):
+            self.hooks.fire("on_error", exp.id, {"ASSAY_ERROR": reason})
+        self._finish_tell(done)
+        return done
+
+    def _finish_tell(self, exp: Experiment) -> None:
+        self.hooks.fire("on_experiment", exp.id, {"ASSAY_STATE": exp.state.value})
+        if exp.candidate.hypothesis_id is not None:
+            status = "supported" if exp.state is ExperimentState.KEPT else "refuted"
+            self.journal.set_hypothesis_status(exp.candidate.hypothesis_id, status)
+        try:
+            self.proposer.tell(exp)
+        except Exception as exc:  # a proposer bug must not lose the result
+            self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
+
+    # -- calibration ---------------------------------------------------------------
+    def calibrate(self) -> None:
+        """Queue A/A blocks on every slot (once per run)."""
+        if self._calibrated or self.target.decision.aa_blocks <= 0:
+            self._calibrated = True
+            return
+        if self.journal.blocks(CAL):
+            return  # already queued (or resumed)
+        inc = self.incumbent
+        pairs = self.target.decision.pairs_per_block
+        for slot in self.executor.slots:
+            for _ in range(self.target.decision.aa_blocks):
+                self.journal.add_block(CAL, BlockKind.AA, order_for(NextBlock(pairs)), inc,
+                                       prefer_slot=slot.name)
+        self.emit("calibrate", f"measuring noise: {self.target.decision.aa_blocks} A/A block(s) "
+                               f"on each of {len(self.executor.slots)} slot(s)")
+
+    def _maybe_calibrate(self) -> None:
+        blocks = self.journal.blocks(CAL)
+        if any(b["state"] in ("queued", "running") for b in blocks):
+            return
+        from . import stats
+
+        aa: dict[str, list[Pair]] = {}
+        for b in blocks:
+            runs = self.journal.runs(block_id=b["id"])
+            # Both sides ran the incumbent: relabel the B side as the second arm.
+            aa.setdefault(b["slot"] or "", []).extend(
+                as_pairs(runs, self.target.metric.name, b["slot"] or "", b["id"], BlockKind.AA))
+        cal = stats.calibrate(aa, self.target.decision, self.target.metric.direction)
+        self.journal.set_meta("calibration", {
+            "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
+            "quarantined": dict(cal.quarantined), "message": cal.message})
+        for slot in self.executor.slots:
+            q = slot.name in cal.quarantined
+            self.journal.set_worker(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
+                                    cal.quarantined.get(slot.name, ""))
+            if q:
+                self.executor.quarantine(slot.name)
+                self.emit("quarantine", f"slot {slot.name} quarantined: "
+                                        f"{cal.quarantined[slot.name]}")
+        self._calibrated = True
+        self.emit("calibrated", cal.message)
+
+    # -- the driver ----------------------------------------------------------------
+    def _active(self) -> int:
+        return len(self.journal.experiments([ExperimentState.QUEUED, ExperimentState.RUNNING,
+                                             ExperimentState.MEASURED, ExperimentState.PROPOSED]))
+
+    def _total(self) -> int:
+        return len(self.journal.experiments())
+
+    def run(self, budget: int | None = None, max_hours: float | None = None) -> Summary:
+        budget = budget if budget is not None else self.target.run.budget
+        max_hours = max_hours if max_hours is not None else self.target.run.max_hours
+        deadline = time.monotonic() + max_hours * 3600 if max_hours else None
+        self.start()
+        self.calibrate()
+        last_beat = 0.0
+        try:
+            while not self._stop.is_set():
+                if deadline is not None and time.monotonic() > deadline:
+                    self.stop_reason = f"the time budget of {max_hours:g} h is spent"
+                    break
+                queued = len(self.journal.blocks(states=("queued",)))
+                free = self.executor.free_slots()
+                room = budget - self._total()
+                if (self._calibrated and not self.exhausted and room > 0 and free > queued):
+                    self.ask(min(free - queued, room))
+                self.dispatch()
+                running = self.executor.running()
+                if not running and not self.journal.blocks(states=("queued",)):
+                    if self.exhausted or self._total() >= budget:
+                        self.stop_reason = self.stop_reason or f"the budget of {budget} " \
+                                                               "experiments is spent"
+                        break
+                    if not self._calibrated:
+                        continue
+                for res in self.executor.wait(timeout=0.2):
+                    self.tell(res)
+                if time.monotonic() - last_beat > LEASE_TTL_S / 4:
+                    self.journal.heartbeat(list(self.executor.running()), self.owner,
+                                           LEASE_TTL_S)
+                    last_beat = time.monotonic()
+        finally:
+            self._shutdown()
+        return self.summary()
+
+    def _shutdown(self) -> None:
+        running = list(self.executor.running())
+        for bid in running:
+            self.executor.cancel(bid)
+        if running:
+            self.journal.requeue(running)
+            self.emit("stop", f"cancelled {len(running)} running block(s); they will run again "
+                              "on resume")
+        self.hooks.fire("on_finish", None, {"ASSAY_STOP_REASON": self.stop_reason},
+                        key=f"on_finish:{self.journal.next_seq()}:{len(running)}")
+        self.hooks.join()
+        self.executor.close()
+        self.proposer.close()
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self._signals += 1
+            if self._signals == 1:
+                self.on_event("signal", f"{signal.Signals(signum).name}: stopping after "
+                                        "cancelling running blocks (again to stop at once)", None)
+                self.request_stop(f"stopped by {signal.Signals(signum).name}")
+            else:
+                for bid in list(self.executor.running()):
+                    self.executor.cancel(bid)
+                os._exit(130)
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+
+    def summary(self) -> Summary:
+        exps = self.journal.experiments()
+        s = Summary(stopped=self.stop_reason, branch=self.ws.branch)
+        for e in exps:
+            s.counts[e.state.value] = s.counts.get(e.state.value, 0) + 1
+            if e.state.is_finished():
+                s.finished += 1
+        s.kept = [e for e in exps if e.state is ExperimentState.KEPT]
+        first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
+                     None)
+        if first and first.decision:
+            s.baseline = float(first.decision.details["incumbent_value"])
+        s.best = s.baseline
+        if s.kept and s.kept[-1].decision:
+            s.best = float(s.kept[-1].decision.details.get("candidate_value", s.best or 0.0))
+        return s
+
+
+def _holdout_holds(runs: Sequence[RunResult], target: Target) -> tuple[bool, str]:
+    spec = target.holdout_metric
+    assert spec is not None
+    a = sorted(r.holdout[spec.name] for r in runs if r.role is Role.INCUMBENT and spec.name in
+               r.holdout)
+    b = sorted(r.holdout[spec.name] for r in runs if r.role is Role.CANDIDATE and spec.name in
+               r.holdout)
+    if not a or not b:
+        return False, "the holdout metric was not measured on both sides"
+    ma, mb = a[len(a) // 2], b[len(b) // 2]
+    change = (mb - ma) / (abs(ma) or 1.0)
+    worse = -change if spec.direction is Direction.MAXIMIZE else change
+    if worse > spec.tolerance:
+        return False, f"the holdout regressed by {worse:.2%} (tolerance {spec.tolerance:.2%})"
+    return True, "the holdout holds"
+
+
+def _summary(e: Experiment) -> ExperimentSummary:
+    d = e.decision
+    stat = ""
+    if e.candidate.patch:
+        files = [ln[len("+++ b/"):] for ln in e.candidate.patch.splitlines()
+                 if ln.startswith("+++ b/")]
+        stat = ", ".join(files)
+    return ExperimentSummary(
+        id=e.id, state=e.state.value, hypothesis=e.candidate.hypothesis,
+        proposer=e.candidate.proposer, params=dict(e.candidate.params),
+        effect=d.effect if d else None, lo=d.lo if d else None, hi=d.hi if d else None,
+        reason=e.note or (d.reason if d else ""), diffstat=stat)

@@ -1,0 +1,151 @@
+"""`sweep`: Optuna over the declared parameters, through ask/tell.
+
+Each candidate is one Optuna trial: ``study.ask()`` gives the parameter values, and the
+decided metric (the candidate's median measured value) is told back when its experiment
+finishes. Invalid and crashed experiments are told as failed trials. On a resumed run the
+study is rebuilt from the journal's finished experiments, so nothing is sampled twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import ParamSpec, Target
+from ..errors import ProposerError
+from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
+from .base import ProposalContext, Proposer
+
+
+def _distribution(p: ParamSpec) -> Any:
+    import optuna.distributions as d
+
+    if p.choices:
+        return d.CategoricalDistribution(list(p.choices))
+    if p.type == "bool":
+        return d.CategoricalDistribution([False, True])
+    if p.type == "int":
+        assert p.low is not None and p.high is not None
+        step = int(p.step) if p.step and not p.log else 1
+        return d.IntDistribution(int(p.low), int(p.high), log=p.log, step=step)
+    if p.type == "float":
+        assert p.low is not None and p.high is not None
+        return d.FloatDistribution(float(p.low), float(p.high), log=p.log,
+                                   step=p.step if p.step and not p.log else None)
+    raise ProposerError(f"parameter {p.name}: type {p.type!r} cannot be swept")
+
+
+class SweepProposer(Proposer):
+    name = "sweep"
+
+    def __init__(self, params: Sequence[ParamSpec], direction: Direction, sampler: str = "tpe",
+                 seed: int = 0, n_startup: int = 6) -> None:
+        import optuna
+
+        if not params:
+            raise ProposerError("the sweep proposer needs at least one [[params]] entry in "
+                                "assay.toml; or choose another proposer with [run] proposer")
+        optuna.logging.set_verbosity(logging.WARNING)
+        self.params = list(params)
+        self.dists = {p.name: _distribution(p) for p in self.params}
+        self.sampler_name = sampler
+        if sampler == "tpe":
+            smp: Any = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
+        elif sampler == "random":
+            smp = optuna.samplers.RandomSampler(seed=seed)
+        elif sampler == "grid":
+            try:
+                space = {p.name: p.grid() for p in self.params}
+            except ValueError as exc:
+                raise ProposerError(f"grid sampler: {exc}") from None
+            smp = optuna.samplers.GridSampler(space, seed=seed)
+        elif sampler == "gp":
+            smp = optuna.samplers.GPSampler(seed=seed)
+        else:
+            raise ProposerError(f"unknown sampler {sampler!r}; valid: tpe, random, grid, gp")
+        self.direction = direction
+        self.study = optuna.create_study(
+            direction="maximize" if direction is Direction.MAXIMIZE else "minimize", sampler=smp)
+        self._open: dict[int, Any] = {}  # trial number -> trial
+        self._exhausted = False
+
+    @classmethod
+    def from_target(cls, target: Target) -> SweepProposer:
+        sec = target.section("proposer.sweep")
+        sampler = sec.choice("sampler", ("tpe", "random", "grid", "gp"), "tpe")
+        n_startup = sec.number("n_startup", 6, low=1, integer=True)
+        sec.reject_unknown()
+        return cls(target.params, target.metric.direction, sampler, target.run.seed, n_startup)
+
+    def replay(self, experiments: Sequence[Experiment]) -> None:
+        """Tell the study what earlier sessions already measured."""
+        import optuna
+
+        for exp in experiments:
+            if exp.candidate.proposer != self.name or not exp.state.is_finished():
+                continue
+            params = {k: v for k, v in exp.candidate.params.items() if k in self.dists}
+            if len(params) != len(self.dists):
+                continue
+            value = _value(exp)
+            try:
+                trial = optuna.trial.create_trial(
+                    params=params, distributions=self.dists, value=value,
+                    state=(optuna.trial.TrialState.COMPLETE if value is not None
+                           else optuna.trial.TrialState.FAIL))
+                self.study.add_trial(trial)
+            except ValueError:
+                continue
+
+    def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+        import optuna
+
+        out: list[Candidate] = []
+        tried = set(context.tried_digests)
+        attempts = 0
+        while len(out) < n and attempts < 20 * max(n, 1) and not self._exhausted:
+            attempts += 1
+            trial = self.study.ask(self.dists)
+            params: dict[str, ParamValue] = dict(trial.params)
+            digest = patch_digest("", params)
+            if digest in tried:  # sampled before: tell the sampler so it moves on
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                if self.sampler_name == "grid" and self._grid_done():
+                    self._exhausted = True
+                continue
+            tried.add(digest)
+            self._open[trial.number] = trial
+            changed = {k: v for k, v in params.items() if context.incumbent.params.get(k) != v}
+            hyp = ", ".join(f"{k}={v}" for k, v in changed.items()) or "incumbent values"
+            out.append(Candidate(base_commit=context.incumbent.commit, params=params,
+                                 hypothesis=f"sweep ({self.sampler_name}): {hyp}",
+                                 proposer=self.name, meta={"trial": trial.number}))
+        return out
+
+    def _grid_done(self) -> bool:
+        sampler = self.study.sampler
+        check = getattr(sampler, "is_exhausted", None)
+        return bool(check(self.study)) if callable(check) else False
+
+    def tell(self, experiment: Experiment) -> None:
+        import optuna
+
+        number = experiment.candidate.meta.get("trial")
+        trial = self._open.pop(int(number), None) if number is not None else None
+        if trial is None:
+            return
+        value = _value(experiment)
+        if value is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)
+
+
+def _value(exp: Experiment) -> float | None:
+    if exp.state not in (ExperimentState.KEPT, ExperimentState.DISCARDED):
+        return None
+    if exp.decision is None:
+        return None
+    v = exp.decision.details.get("candidate_value")
+    return float(v) if v is not None else None

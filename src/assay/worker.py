@@ -1,0 +1,172 @@
+"""Run one block on one slot: the unit every executor ships (local thread, Ray task).
+
+A block alternates the incumbent (worktree ``<slot>-a``) and the candidate (``<slot>-b``) in
+its ``order`` (e.g. ``ABBA``). Before measuring, the candidate is built and checked; a
+candidate that fails to apply, build or pass its checks is judged without a single timed
+run. Protected paths are hashed before and after every run: any change rejects the
+candidate as ``harness_changed``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import process
+from .config import Command, MetricSpec, Target
+from .errors import AssayError, MetricError, PatchError
+from .metrics import check_bounds, read_metric
+from .model import Block, BlockResult, Role, RunResult, RunStatus, Slot
+from .workspace import Workspace, diff_hashes, hash_paths
+
+
+@dataclass
+class SlotTrees:
+    a: Path
+    b: Path
+    a_state: str = ""  # what A holds now (commit + params), to skip needless rebuilds
+
+
+def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
+    env = process.scrubbed_env(target.env, extra)
+    if slot.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
+    env["ASSAY_SLOT"] = slot.name
+    return env
+
+
+def _read_all(specs: tuple[MetricSpec, ...], stdout: str, cwd: Path
+              ) -> tuple[dict[str, float], RunStatus, str]:
+    values: dict[str, float] = {}
+    for spec in specs:
+        try:
+            v = read_metric(spec, stdout, cwd)
+        except MetricError as exc:
+            return values, RunStatus.INVALID, str(exc)
+        if not math.isfinite(v):
+            return values, RunStatus.INVALID, f"metric {spec.name} is not finite ({v})"
+        values[spec.name] = v
+        why = check_bounds(spec, v)
+        if why:
+            return values, RunStatus.SUSPICIOUS, why
+    return values, RunStatus.OK, ""
+
+
+def _prep(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
+          target: Target, cancel: process.CancelToken | None) -> str:
+    """Run a build or checks command; return '' on success or the reason it failed."""
+    if cmd is None:
+        return ""
+    r = process.run(cmd.cmd, cwd=cwd, env=env, timeout_s=cmd.timeout_s,
+                    stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
+                    limits=target.limits, cancel=cancel)
+    if r.timed_out:
+        return f"{name} timed out after {cmd.timeout_s:g}s (logs: {logs / name}.err)"
+    if r.cancelled:
+        return f"{name} cancelled"
+    if r.exit_code != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        return f"{name} exited {r.exit_code}: {' | '.join(tail)}"
+    return ""
+
+
+def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
+              cancel: process.CancelToken | None = None) -> BlockResult:
+    start = time.monotonic()
+    logs = target.state_dir / "logs" / block.experiment_id / block.block_id
+    logs.mkdir(parents=True, exist_ok=True)
+    inc = block.incumbent
+    cand = block.candidate
+    b_params = {**inc.params, **(cand.params if cand else {})}
+
+    def fail(kind: str, msg: str, checks: bool | None = None) -> BlockResult:
+        return BlockResult(block.block_id, block.experiment_id, slot.name, (), checks, msg, kind,
+                           time.monotonic() - start)
+
+    a_key = f"{inc.commit}:{sorted(inc.params.items())}"
+    try:
+        a_env = ws.materialize(trees.a, inc.commit, "", inc.params)
+        if cand is not None:
+            b_env = ws.materialize(trees.b, cand.base_commit, cand.patch, b_params)
+        else:
+            b_env = a_env
+    except PatchError as exc:
+        return fail("patch", str(exc))
+    except AssayError as exc:
+        return fail("executor", str(exc))
+
+    env_a = slot_env(target, slot, a_env)
+    env_b = slot_env(target, slot, b_env)
+    b_tree = trees.b if cand is not None else trees.a
+    protected = list(target.protected) + ["assay.toml"]
+    base_hash = hash_paths(trees.a, protected)
+    if cand is not None:
+        changed = diff_hashes(base_hash, hash_paths(trees.b, protected))
+        if changed:
+            return fail("harness_changed", f"the candidate changes protected paths: {changed}")
+
+    if trees.a_state != a_key:
+        why = _prep(target.build, trees.a, env_a, logs, "build-a", target, cancel)
+        if why:
+            return fail("executor", f"the incumbent does not build: {why}")
+        trees.a_state = a_key
+    if cand is not None:
+        why = _prep(target.build, trees.b, env_b, logs, "build-b", target, cancel)
+        if why:
+            return fail("build", why)
+        why = _prep(target.checks, trees.b, env_b, logs, "checks", target, cancel)
+        if why:
+            return fail("checks", why, checks=False)
+    checks_ok: bool | None = True if (cand is not None and target.checks) else None
+
+    metric_specs = (target.metric, *target.guards)
+    runs: list[RunResult] = []
+    for i, role_ch in enumerate(block.order):
+        role = Role(role_ch)
+        cwd = trees.a if role is Role.INCUMBENT else b_tree
+        env = env_a if role is Role.INCUMBENT else env_b
+        run_id = f"{block.block_id}-r{i + 1}"
+        before = hash_paths(cwd, protected)
+        r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
+                        stdout_path=logs / f"r{i + 1}-{role_ch}.out",
+                        stderr_path=logs / f"r{i + 1}-{role_ch}.err",
+                        limits=target.limits, cancel=cancel)
+        if r.cancelled:
+            return fail("cancelled", "block cancelled")
+        after_changes = diff_hashes(before, hash_paths(cwd, protected))
+        metrics: dict[str, float] = {}
+        holdout: dict[str, float] = {}
+        if after_changes:
+            status, reason = RunStatus.HARNESS_CHANGED, f"run changed protected paths: " \
+                                                        f"{after_changes}"
+        elif r.timed_out:
+            status, reason = RunStatus.TIMEOUT, f"killed after {target.bench.timeout_s:g}s"
+        elif r.exit_code != 0:
+            tail = (r.stderr or r.stdout).strip().splitlines()[-2:]
+            status, reason = RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(tail)}"
+        else:
+            metrics, status, reason = _read_all(metric_specs, r.stdout, cwd)
+        if status is RunStatus.OK and target.holdout is not None and target.holdout_metric:
+            h = process.run(target.holdout.cmd, cwd=cwd, env=env,
+                            timeout_s=target.holdout.timeout_s,
+                            stdout_path=logs / f"r{i + 1}-{role_ch}.holdout.out",
+                            stderr_path=logs / f"r{i + 1}-{role_ch}.holdout.err",
+                            limits=target.limits, cancel=cancel)
+            if h.exit_code == 0:
+                hv, hs, hr = _read_all((target.holdout_metric,), h.stdout, cwd)
+                if hs is RunStatus.OK:
+                    holdout = hv
+        runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,
+                              metrics, reason, r.exit_code, r.wall_s,
+                              str(logs / f"r{i + 1}-{role_ch}.out"),
+                              str(logs / f"r{i + 1}-{role_ch}.err"), slot.name, holdout))
+        if status is RunStatus.HARNESS_CHANGED and role is Role.CANDIDATE:
+            return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
+                               checks_ok, reason, "harness_changed", time.monotonic() - start)
+        if status is RunStatus.HARNESS_CHANGED:
+            trees.a_state = ""
+    return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs), checks_ok,
+                       "", "", time.monotonic() - start)

@@ -1,0 +1,326 @@
+"""git: slot worktrees, patch validation and application, and the run branch.
+
+The user's branch, index and working tree are never touched. assay works in persistent
+worktrees under ``.assay/worktrees/`` (``<slot>-a`` holds the incumbent, ``<slot>-b`` the
+candidate), resets them with ``git checkout --force`` + ``git clean -fd`` (ignored build
+outputs survive, so builds stay warm), and records kept candidates as commits on
+``assay/<run-name>`` built in a private index (``git commit-tree``), never by checking out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .config import ParamSpec, Target
+from .errors import PatchError, WorkspaceError
+from .model import ParamValue
+
+_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(.+?)\s*$")
+_GIT_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+?)$")
+
+
+def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
+        env: Mapping[str, str] | None = None, check: bool = True) -> str:
+    full_env = dict(os.environ)
+    full_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True,
+                          env=full_env)
+    if check and proc.returncode != 0:
+        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd}: "
+                             f"{(proc.stderr or proc.stdout).strip()}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    paths: tuple[str, ...]  # every path the patch creates, changes, renames or deletes
+
+
+def patch_paths(patch: str) -> PatchInfo:
+    """The repository paths a unified/git diff touches; raises PatchError on unsafe ones."""
+    paths: list[str] = []
+    for no, line in enumerate(patch.splitlines(), start=1):
+        m = _GIT_HEADER.match(line)
+        names: list[str] = []
+        if m:
+            names = [m.group(1), m.group(2)]
+        else:
+            m2 = _DIFF_PATH.match(line)
+            if m2 and m2.group(1) != "/dev/null":
+                names = [m2.group(1).split("\t")[0]]
+            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+                names = [line.split(" ", 2)[2]]
+        for name in names:
+            _check_path(name, no)
+            if name not in paths:
+                paths.append(name)
+        if line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000")):
+            raise PatchError(f"patch line {no}: creates or changes a symbolic link; "
+                             "symlinks are not allowed in candidate patches")
+    return PatchInfo(tuple(paths))
+
+
+def _check_path(name: str, line: int) -> None:
+    if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
+        raise PatchError(f"patch line {line}: absolute path {name!r}; patches must use paths "
+                         "relative to the repository root")
+    parts = PurePosixPath(name).parts
+    if ".." in parts:
+        raise PatchError(f"patch line {line}: path {name!r} escapes the repository with '..'")
+    if parts and parts[0] == ".git":
+        raise PatchError(f"patch line {line}: path {name!r} is inside .git")
+    if parts and parts[0] == ".assay":
+        raise PatchError(f"patch line {line}: path {name!r} is inside assay's state folder")
+
+
+def check_scope(patch: str, target: Target) -> tuple[str, ...]:
+    """Raise PatchError when the patch touches a protected path or leaves the editable scope."""
+    info = patch_paths(patch)
+    for p in info.paths:
+        if target.is_protected(p):
+            raise PatchError(f"patch touches protected path {p!r}; the evaluator, checks, data "
+                             "and config may not change")
+        if not target.is_editable(p):
+            raise PatchError(f"patch touches {p!r}, outside the editable scope "
+                             f"{list(target.editable)}")
+    return info.paths
+
+
+def rewrite_assignment(text: str, name: str, value: ParamValue, file: str) -> str:
+    """Replace the one top-level line ``NAME = ...`` with ``NAME = value``."""
+    pattern = re.compile(rf"^{re.escape(name)}\s*(?::[^=]+)?=\s*(.*?)\s*(#.*)?$", re.MULTILINE)
+    hits = list(pattern.finditer(text))
+    if len(hits) != 1:
+        raise PatchError(f"parameter {name}: expected exactly one line `{name} = ...` at the "
+                         f"start of a line in {file}, found {len(hits)}")
+    m = hits[0]
+    comment = f"  {m.group(2)}" if m.group(2) else ""
+    return text[: m.start()] + f"{name} = {python_literal(value)}{comment}" + text[m.end():]
+
+
+def python_literal(value: ParamValue) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def split_params(params: Mapping[str, ParamValue], specs: Sequence[ParamSpec]
+                 ) -> tuple[dict[str, str], dict[str, ParamValue]]:
+    """(environment variables, assignments) for a set of parameter values."""
+    by_name = {s.name: s for s in specs}
+    env: dict[str, str] = {}
+    assign: dict[str, ParamValue] = {}
+    for name, value in params.items():
+        spec = by_name.get(name)
+        if spec is None:
+            raise PatchError(f"parameter {name!r} is not declared in [[params]]")
+        if spec.apply == "env":
+            env[name] = python_literal(value) if not isinstance(value, str) else value
+        else:
+            assign[name] = value
+    return env, assign
+
+
+def hash_paths(root: Path, globs: Sequence[str], extra: Sequence[str] = ()) -> dict[str, str]:
+    """SHA-256 of every file under ``root`` matching a protected glob (tracked or not)."""
+    from .config import glob_match
+
+    out: dict[str, str] = {}
+    if not globs and not extra:
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".assay")]
+        for fn in filenames:
+            rel = fn if rel_dir == "." else f"{rel_dir}/{fn}".replace(os.sep, "/")
+            if any(glob_match(rel, g) for g in globs) or rel in extra:
+                full = Path(dirpath) / fn
+                if full.is_symlink():
+                    out[rel] = "symlink:" + os.readlink(full)
+                    continue
+                h = hashlib.sha256()
+                with open(full, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                out[rel] = h.hexdigest()
+    return out
+
+
+def diff_hashes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    keys = sorted(set(before) | set(after))
+    return [k for k in keys if before.get(k) != after.get(k)]
+
+
+class Workspace:
+    """The target repository as assay sees it: worktrees, patches, the run branch."""
+
+    def __init__(self, target: Target, run_name: str = "") -> None:
+        self.target = target
+        self.root = target.root
+        self.run_name = run_name or target.run.name or "main"
+        self.state = target.state_dir
+        self.trees = self.state / "worktrees"
+        if not (self.root / ".git").exists():
+            raise WorkspaceError(f"{self.root} is not a git repository; assay measures commits "
+                                 "(run `git init` and commit your code first)")
+        self._exclude_state_dir()
+
+    @property
+    def branch(self) -> str:
+        return f"assay/{self.run_name}"
+
+    def _exclude_state_dir(self) -> None:
+        common = Path(git(["rev-parse", "--git-common-dir"], self.root).strip())
+        if not common.is_absolute():
+            common = self.root / common
+        exclude = common / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        text = exclude.read_text() if exclude.exists() else ""
+        if "/.assay/" not in text.splitlines():
+            with open(exclude, "a") as fh:
+                fh.write(("\n" if text and not text.endswith("\n") else "") + "/.assay/\n")
+
+    def head(self) -> str:
+        return git(["rev-parse", "HEAD"], self.root).strip()
+
+    def resolve(self, rev: str) -> str:
+        return git(["rev-parse", "--verify", f"{rev}^{{commit}}"], self.root).strip()
+
+    def dirty(self) -> bool:
+        return bool(git(["status", "--porcelain", "--untracked-files=no"], self.root).strip())
+
+    def ensure_branch(self, base: str) -> str:
+        """Create ``assay/<run-name>`` at ``base`` unless it exists; return its tip."""
+        ref = f"refs/heads/{self.branch}"
+        existing = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).strip()
+        if existing:
+            return existing
+        git(["update-ref", ref, base, ""], self.root)
+        return base
+
+    def branch_tip(self) -> str | None:
+        out = git(["rev-parse", "--verify", "-q", f"refs/heads/{self.branch}"], self.root,
+                  check=False).strip()
+        return out or None
+
+    # -- worktrees -----------------------------------------------------------------
+    def tree(self, name: str) -> Path:
+        """A persistent worktree ``.assay/worktrees/<name>`` (created on first use)."""
+        path = self.trees / name
+        if not (path / ".git").exists():
+            self.trees.mkdir(parents=True, exist_ok=True)
+            git(["worktree", "prune"], self.root)
+            git(["worktree", "add", "--detach", "-f", str(path), "HEAD"], self.root)
+        return path
+
+    def reset(self, path: Path, commit: str) -> None:
+        git(["checkout", "-q", "--force", "--detach", commit], path)
+        git(["clean", "-fdq"], path)
+
+    def materialize(self, path: Path, commit: str, patch: str,
+                    params: Mapping[str, ParamValue]) -> dict[str, str]:
+        """Reset ``path`` to ``commit``, apply the patch and parameter assignments.
+
+        Returns the environment variables the parameters set.
+        """
+        self.reset(path, commit)
+        if patch.strip():
+            check_scope(patch, self.target)
+            self.apply(path, patch)
+        env, assign = split_params(params, self.target.params)
+        by_name = {s.name: s for s in self.target.params}
+        for name, value in assign.items():
+            spec = by_name[name]
+            f = path / spec.file
+            if not f.exists():
+                raise PatchError(f"parameter {name}: file {spec.file} does not exist")
+            f.write_text(rewrite_assignment(f.read_text(), name, value, spec.file))
+        return env
+
+    def apply(self, path: Path, patch: str) -> None:
+        text = patch if patch.endswith("\n") else patch + "\n"
+        proc = subprocess.run(["git", "apply", "--index", "--whitespace=nowarn", "-"], cwd=path,
+                              input=text, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PatchError(f"patch does not apply: {proc.stderr.strip()}")
+
+    # -- kept candidates -----------------------------------------------------------
+    def commit_candidate(self, base: str, patch: str, params: Mapping[str, ParamValue],
+                         message: str) -> str:
+        """Commit base + patch + assignments on the run branch, in a private index."""
+        _, assign = split_params(params, self.target.params)
+        by_name = {s.name: s for s in self.target.params}
+        with tempfile.TemporaryDirectory(dir=self.state) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            git(["read-tree", base], self.root, env=env)
+            if patch.strip():
+                text = patch if patch.endswith("\n") else patch + "\n"
+                proc = subprocess.run(["git", "apply", "--cached", "--whitespace=nowarn", "-"],
+                                      cwd=self.root, input=text, capture_output=True, text=True,
+                                      env={**os.environ, **env})
+                if proc.returncode != 0:
+                    raise PatchError(f"patch does not apply to {base[:12]}: "
+                                     f"{proc.stderr.strip()}")
+            for name, value in assign.items():
+                spec = by_name[name]
+                old = git(["cat-file", "-p", f":{spec.file}"], self.root, env=env)
+                new = rewrite_assignment(old, name, value, spec.file)
+                blob = git(["hash-object", "-w", "--stdin"], self.root, input=new).strip()
+                mode = git(["ls-files", "-s", "--", spec.file], self.root, env=env).split()[0]
+                git(["update-index", "--cacheinfo", f"{mode},{blob},{spec.file}"], self.root,
+                    env=env)
+            tree = git(["write-tree"], self.root, env=env).strip()
+        ident = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
+                 "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost"}
+        sha = git(["commit-tree", tree, "-p", base, "-m", message], self.root, env=ident).strip()
+        ref = f"refs/heads/{self.branch}"
+        old_tip = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).strip()
+        git(["update-ref", ref, sha, old_tip or ""], self.root)
+        return sha
+
+    def full_diff(self, base: str, commit: str) -> str:
+        return git(["diff", base, commit], self.root)
+
+    def file_at(self, commit: str, path: str) -> str:
+        return git(["show", f"{commit}:{path}"], self.root)
+
+    def editable_files(self, commit: str, limit_bytes: int = 200_000) -> dict[str, str]:
+        """The editable files at ``commit`` (text only, up to ``limit_bytes`` in total)."""
+        names = git(["ls-tree", "-r", "--name-only", commit], self.root).splitlines()
+        out: dict[str, str] = {}
+        total = 0
+        for n in names:
+            if self.target.is_editable(n) and not self.target.is_protected(n):
+                try:
+                    text = self.file_at(commit, n)
+                except WorkspaceError:
+                    continue
+                if "\0" in text or total + len(text) > limit_bytes:
+                    continue
+                out[n] = text
+                total += len(text)
+        return out
+
+    def checkout(self, name: str, commit: str) -> Path:
+        """A clean worktree at ``commit`` for a proposer to read or edit."""
+        path = self.tree(f"propose-{name}")
+        self.reset(path, commit)
+        return path
+
+    def diff_of(self, path: Path) -> str:
+        """The worktree's changes against its HEAD, new files included."""
+        git(["add", "-A", "--intent-to-add", "."], path)
+        return git(["diff", "HEAD", "--binary"], path)
