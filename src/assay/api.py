@@ -87,11 +87,13 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
     if kind == "ray":
         from .executors.ray import RayExecutor
 
-        return RayExecutor.from_target(target, ws)
+        ray_exe: Executor = RayExecutor.from_target(target, ws)
+        return ray_exe
     if kind == "skypilot":
         from .executors.skypilot import SkyPilotExecutor
 
-        return SkyPilotExecutor.from_target(target, ws)
+        sky_exe: Executor = SkyPilotExecutor.from_target(target, ws)
+        return sky_exe
     raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
                       key="run.executor", valid=", ".join(config_mod.EXECUTORS))
 

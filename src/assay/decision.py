@@ -83,14 +83,12 @@ class FixedPairs:
                             next_block=NextBlock(min(ctx.spec.pairs_per_block, want - n)))
         x = signed_log_ratios(pairs, ctx.direction)
         mean = sum(x) / n
-        if n < 2:
-            sd = float("inf")
-        else:
-            sd = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
+        sd = float("inf") if n < 2 else math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
         if sd == 0:
             half = 0.0
         else:
-            half = float(sst.t.ppf(0.5 + ctx.spec.confidence / 2, max(n - 1, 1))) * sd / math.sqrt(n)
+            t = float(sst.t.ppf(0.5 + ctx.spec.confidence / 2, max(n - 1, 1)))
+            half = t * sd / math.sqrt(n)
         lo, hi = mean - half, mean + half
         eff, flo, fhi = to_fraction(mean), to_fraction(lo), to_fraction(hi)
         band = f"{ctx.delta:+.2%}"

@@ -67,7 +67,7 @@ def render(journal: Journal, target: Target, fmt: str) -> str:
         buf = io.StringIO()
         fields = ["id", "commit", "state", "metric", "incumbent", "effect", "lo", "hi", "runs",
                   "memory", "proposer", "description", "reason"]
-        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+        w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in data:
             w.writerow(r)

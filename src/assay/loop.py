@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -111,6 +112,11 @@ class Loop:
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
         self.journal.event(kind, message, exp.id if exp else None)
         self.on_event(kind, message, exp)
+
+    @property
+    def stop_file(self) -> Path:
+        """Creating this file asks a running loop (in any process) to stop gracefully."""
+        return self.target.state_dir / "stop"
 
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
@@ -332,7 +338,9 @@ class Loop:
         return self._judge(exp)
 
     def _pairs_of(self, result: BlockResult) -> int:
-        return max(1, len(result.runs) // 2) if result.runs else self.target.decision.pairs_per_block
+        if result.runs:
+            return max(1, len(result.runs) // 2)
+        return self.target.decision.pairs_per_block
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
         self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent, avoid_slot=avoid)
@@ -352,7 +360,8 @@ class Loop:
 
         harness = [r for r in cand_runs if r.status is RunStatus.HARNESS_CHANGED]
         if harness:
-            return self._finish(exp, ExperimentState.INVALID, f"harness_changed: {harness[0].reason}")
+            return self._finish(exp, ExperimentState.INVALID,
+                                f"harness_changed: {harness[0].reason}")
         ok = [r for r in cand_runs if r.status is RunStatus.OK]
         if cand_runs and not ok:
             bad = cand_runs[-1]
@@ -519,11 +528,16 @@ class Loop:
         budget = budget if budget is not None else self.target.run.budget
         max_hours = max_hours if max_hours is not None else self.target.run.max_hours
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
+        self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
         self.start()
         self.calibrate()
         last_beat = 0.0
         try:
             while not self._stop.is_set():
+                if self.stop_file.exists():
+                    self.stop_file.unlink(missing_ok=True)
+                    self.request_stop("a stop was requested (assay stop / the MCP stop tool)")
+                    break
                 if deadline is not None and time.monotonic() > deadline:
                     self.stop_reason = f"the time budget of {max_hours:g} h is spent"
                     break

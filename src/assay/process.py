@@ -13,6 +13,7 @@ filesystem writes outside it. Treat the benchmark as semi-trusted code you chose
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -73,10 +74,8 @@ class CancelToken:
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def scrubbed_env(spec: EnvSpec, extra: Mapping[str, str] | None = None,

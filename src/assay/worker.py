@@ -101,7 +101,7 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     env_a = slot_env(target, slot, a_env)
     env_b = slot_env(target, slot, b_env)
     b_tree = trees.b if cand is not None else trees.a
-    protected = list(target.protected) + ["assay.toml"]
+    protected = [*list(target.protected), "assay.toml"]
     base_hash = hash_paths(trees.a, protected)
     if cand is not None:
         changed = diff_hashes(base_hash, hash_paths(trees.b, protected))
@@ -156,7 +156,7 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
                             stderr_path=logs / f"r{i + 1}-{role_ch}.holdout.err",
                             limits=target.limits, cancel=cancel)
             if h.exit_code == 0:
-                hv, hs, hr = _read_all((target.holdout_metric,), h.stdout, cwd)
+                hv, hs, _hr = _read_all((target.holdout_metric,), h.stdout, cwd)
                 if hs is RunStatus.OK:
                     holdout = hv
         runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,

@@ -97,7 +97,8 @@ def check_scope(patch: str, target: Target) -> tuple[str, ...]:
 
 def rewrite_assignment(text: str, name: str, value: ParamValue, file: str) -> str:
     """Replace the one top-level line ``NAME = ...`` with ``NAME = value``."""
-    pattern = re.compile(rf"^{re.escape(name)}\s*(?::[^=]+)?=\s*(.*?)\s*(#.*)?$", re.MULTILINE)
+    pattern = re.compile(rf"^{re.escape(name)}[ \t]*(?::[^=\n]+)?=[ \t]*(.*?)[ \t]*(#.*)?$",
+                         re.MULTILINE)
     hits = list(pattern.finditer(text))
     if len(hits) != 1:
         raise PatchError(f"parameter {name}: expected exactly one line `{name} = ...` at the "
@@ -263,6 +264,7 @@ class Workspace:
         """Commit base + patch + assignments on the run branch, in a private index."""
         _, assign = split_params(params, self.target.params)
         by_name = {s.name: s for s in self.target.params}
+        self.state.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.state) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             git(["read-tree", base], self.root, env=env)

@@ -1,0 +1,361 @@
+"""The data behind every page: one JSON-able dict per page, read from the journal.
+
+The static report, the live dashboard and its JSON twins all draw from these functions, so
+a page and its ``.json`` always agree. Nothing here writes: the journal is opened
+read-only and may be written by a running loop at the same time (WAL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import lock as lock_mod
+from ..config import Target
+from ..export import experiment_dict
+from ..journal import JOURNAL_NAME, Journal
+from ..model import Experiment, ExperimentState, RunResult
+
+FINISHED = ("kept", "discarded", "invalid", "crashed")
+LOG_TAIL_BYTES = 4000
+NOISE_SIGMAS = 2.0
+
+
+def journal_file(target: Target) -> Path:
+    return target.state_dir / JOURNAL_NAME
+
+
+def open_readonly(target: Target) -> Journal | None:
+    """The journal opened read-only, or None when no run has written one yet."""
+    path = journal_file(target)
+    if not path.exists():
+        return None
+    return Journal.open(path, readonly=True)
+
+
+def lock_state(target: Target) -> dict[str, Any]:
+    """Whether a live run holds ``.assay/run.lock`` (and whose it is)."""
+    path = target.state_dir / "run.lock"
+    if not path.exists():
+        return {"running": False, "holder": None}
+    info = lock_mod.read(path)
+    stale, why = lock_mod.is_stale(info)
+    holder = None if info is None else {"pid": info.pid, "host": info.host,
+                                        "heartbeat": info.heartbeat, "started": info.started}
+    return {"running": not stale, "holder": holder, "stale": why if stale else ""}
+
+
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(_clean(value), sort_keys=True, default=str, allow_nan=False)
+
+
+# -- cost --------------------------------------------------------------------------------
+def slot_gpus(target: Target, journal: Journal) -> dict[str, int]:
+    """GPUs per slot name: from the journal's workers, else from ``[run] gpus``."""
+    out = {f"s{i}": len(g) for i, g in enumerate(target.run.gpus)}
+    for w in journal.workers():
+        try:
+            gpus = json.loads(w["gpus"]) if isinstance(w["gpus"], str) else w["gpus"]
+        except ValueError:
+            continue
+        if isinstance(gpus, list):
+            out[str(w["name"])] = len(gpus)
+    return out
+
+
+def run_cost(runs: Iterable[RunResult], gpus: Mapping[str, int]) -> dict[str, float]:
+    wall = 0.0
+    gpu_s = 0.0
+    for r in runs:
+        w = r.wall_s or 0.0
+        wall += w
+        gpu_s += w * gpus.get(r.worker, 0)
+    return {"run_hours": wall / 3600.0, "gpu_hours": gpu_s / 3600.0}
+
+
+def _meta_number(meta: Mapping[str, Any], key: str) -> float:
+    v = _finite(meta.get(key))
+    return v or 0.0
+
+
+# -- the overview ------------------------------------------------------------------------
+def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
+    hid = e.candidate.hypothesis_id
+    if hid is not None and hid in kinds:
+        return kinds[hid]
+    return "none"
+
+
+def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float]) -> dict[str, Any]:
+    d = e.decision
+    det = d.details if d else {}
+    meta = e.candidate.meta
+    return {
+        "id": e.id, "seq": e.seq, "state": e.state.value,
+        "proposer": e.candidate.proposer or "-", "hypothesis": e.candidate.hypothesis,
+        "source_kind": _source_kind(e, kinds),
+        "params": dict(e.candidate.params), "has_patch": bool(e.candidate.patch.strip()),
+        "value": _finite(det.get("candidate_value")),
+        "incumbent_value": _finite(det.get("incumbent_value")),
+        "effect": _finite(d.effect) if d else None, "lo": _finite(d.lo) if d else None,
+        "hi": _finite(d.hi) if d else None,
+        "runs": d.runs_used if d else 0, "pairs": d.pairs_used if d else 0,
+        "verdict": d.verdict.value if d else None,
+        "reason": e.note or (d.reason if d else ""),
+        "commit": e.commit, "created_at": e.created_at, "updated_at": e.updated_at,
+        "tokens_in": _meta_number(meta, "tokens_in"), "tokens_out": _meta_number(meta, "tokens_out"),
+        "cost_usd": _meta_number(meta, "cost_usd"),
+        "gpu_hours": cost.get("gpu_hours", 0.0), "run_hours": cost.get("run_hours", 0.0),
+    }
+
+
+def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
+             noise: float | None) -> dict[str, Any]:
+    """The progress chart's series: points per experiment and the running best (a step line).
+
+    Crashed and invalid experiments have no value; they are drawn at the running best of
+    their time, marked. The noise band is the incumbent's value × exp(±2σ), σ the pooled
+    pair noise from calibration.
+    """
+    best = baseline
+    steps_x: list[int] = [0] if baseline is not None else []
+    steps_y: list[float] = [baseline] if baseline is not None else []
+    points: list[dict[str, Any]] = []
+    for r in rows:
+        value = r["value"]
+        if best is None and r["incumbent_value"] is not None:
+            best = r["incumbent_value"]
+            steps_x, steps_y = [0], [best]
+        state = r["state"]
+        y = value if value is not None else best
+        points.append({"id": r["id"], "seq": r["seq"], "state": state, "y": y,
+                       "measured": value is not None, "hypothesis": r["hypothesis"],
+                       "effect": r["effect"]})
+        if state == "kept" and value is not None:
+            best = value
+            steps_x.append(r["seq"])
+            steps_y.append(value)
+    last = rows[-1]["seq"] if rows else 0
+    if steps_x and steps_x[-1] < last:
+        steps_x.append(last)
+        steps_y.append(steps_y[-1])
+    band = None
+    if noise is not None and noise > 0 and steps_y:
+        k = math.exp(NOISE_SIGMAS * noise)
+        band = {"sigmas": NOISE_SIGMAS, "noise": noise,
+                "upper": [y * k for y in steps_y], "lower": [y / k for y in steps_y]}
+    return {"points": points, "best": {"x": steps_x, "y": steps_y}, "band": band}
+
+
+def win_rates(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        g = groups.setdefault(str(r[key]), {"name": str(r[key]), "total": 0, "finished": 0,
+                                            "kept": 0, "discarded": 0, "invalid": 0,
+                                            "crashed": 0})
+        g["total"] += 1
+        if r["state"] in FINISHED:
+            g["finished"] += 1
+            g[r["state"]] += 1
+    out = []
+    for g in groups.values():
+        g["win_rate"] = g["kept"] / g["finished"] if g["finished"] else None
+        out.append(g)
+    return sorted(out, key=lambda g: (-(g["win_rate"] or 0.0), g["name"]))
+
+
+def cost_summary(rows: Sequence[Mapping[str, Any]], total_runs: Mapping[str, float]
+                 ) -> dict[str, Any]:
+    kept = sum(1 for r in rows if r["state"] == "kept")
+    tokens_in = sum(r["tokens_in"] for r in rows)
+    tokens_out = sum(r["tokens_out"] for r in rows)
+    usd = sum(r["cost_usd"] for r in rows)
+    out: dict[str, Any] = {
+        "kept": kept, "gpu_hours": total_runs.get("gpu_hours", 0.0),
+        "run_hours": total_runs.get("run_hours", 0.0), "tokens_in": tokens_in,
+        "tokens_out": tokens_out, "tokens": tokens_in + tokens_out, "cost_usd": usd,
+    }
+    for name in ("gpu_hours", "run_hours", "tokens", "cost_usd"):
+        out[f"{name}_per_kept"] = out[name] / kept if kept else None
+    return out
+
+
+def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
+    """Everything the overview page shows (the ``/api/status.json`` twin)."""
+    base: dict[str, Any] = {
+        "generated_at": time.time(), "root": target.root.name,
+        "metric": {"name": target.metric.name, "direction": target.metric.direction.value,
+                   "unit": target.metric.unit},
+        "lock": lock_state(target), "journal": journal is not None,
+    }
+    if journal is None:
+        base.update(experiments=[], counts={}, incumbent=None, baseline=None, best=None,
+                    calibration=None, workers=[], progress=progress([], None, None),
+                    win_rates={"proposer": [], "source_kind": []},
+                    cost=cost_summary([], {}), version="none", last_event=None, branch="")
+        return base
+    exps = journal.experiments()
+    kinds = {h.id: h.source_kind for h in journal.hypotheses()}
+    gpus = slot_gpus(target, journal)
+    all_runs = journal.runs()
+    by_exp: dict[str, list[RunResult]] = {}
+    for r in all_runs:
+        by_exp.setdefault(r.experiment_id, []).append(r)
+    rows = [_row(e, kinds, run_cost(by_exp.get(e.id, []), gpus)) for e in exps]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    baseline = next((r["incumbent_value"] for r in rows if r["incumbent_value"] is not None),
+                    None)
+    best = baseline
+    for r in rows:
+        if r["state"] == "kept" and r["value"] is not None:
+            best = r["value"]
+    cal = journal.get_meta("calibration")
+    noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
+    inc = journal.incumbent()
+    events = journal.conn.execute("SELECT MAX(id) FROM events").fetchone()
+    last_event = int(events[0]) if events and events[0] is not None else 0
+    updated = max((e.updated_at for e in exps), default=0.0)
+    recent = journal.conn.execute(
+        "SELECT * FROM events ORDER BY id DESC LIMIT 12").fetchall()
+    base.update(
+        experiments=rows, counts=counts,
+        incumbent=None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
+                                            "experiment": inc.experiment_id},
+        baseline=baseline, best=best,
+        improvement=(best / baseline - 1.0) if best is not None and baseline else None,
+        calibration=cal, workers=journal.workers(),
+        progress=progress(rows, baseline, noise),
+        win_rates={"proposer": win_rates(rows, "proposer"),
+                   "source_kind": win_rates(rows, "source_kind")},
+        cost=cost_summary(rows, run_cost(all_runs, gpus)),
+        version=f"{len(rows)}:{last_event}:{updated:.6f}", last_event=last_event,
+        events=[{"id": ev["id"], "ts": ev["ts"], "kind": ev["kind"],
+                 "experiment_id": ev["experiment_id"], "message": ev["message"]}
+                for ev in recent],
+        branch=f"assay/{journal.get_meta('run_name', 'main')}",
+    )
+    return base
+
+
+# -- one experiment ----------------------------------------------------------------------
+def tail(path: str | Path, limit: int = LOG_TAIL_BYTES) -> str | None:
+    """The last ``limit`` bytes of a text file (None when it is not there)."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as f:
+            if size > limit:
+                f.seek(size - limit)
+            data = f.read()
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return ("…" + text) if size > limit else text
+
+
+def experiment_data(target: Target, journal: Journal, exp_id: str) -> dict[str, Any] | None:
+    """One experiment with its decisions, blocks, runs and log tails (``/experiments/<id>.json``)."""
+    exp = journal.experiment(exp_id)
+    if exp is None:
+        return None
+    out = experiment_dict(journal, exp)
+    kinds = {h.id: h for h in journal.hypotheses()}
+    hyp = kinds.get(exp.candidate.hypothesis_id) if exp.candidate.hypothesis_id else None
+    out["source_kind"] = hyp.source_kind if hyp else "none"
+    out["hypothesis_record"] = None if hyp is None else dataclasses.asdict(hyp)
+    out["decisions"] = []
+    for d in journal.decisions(exp_id):
+        row = dataclasses.asdict(d) | {"verdict": d.verdict.value}
+        row.pop("next_block", None)
+        out["decisions"].append(row)
+    blocks = journal.blocks(exp_id)
+    runs = journal.runs(exp_id)
+    gpus = slot_gpus(target, journal)
+    out["cost"] = run_cost(runs, gpus) | {
+        "tokens_in": _meta_number(exp.candidate.meta, "tokens_in"),
+        "tokens_out": _meta_number(exp.candidate.meta, "tokens_out"),
+        "cost_usd": _meta_number(exp.candidate.meta, "cost_usd")}
+    out["runs"] = []
+    for r in runs:
+        out["runs"].append({
+            "run_id": r.run_id, "block_id": r.block_id, "role": r.role.value,
+            "index": r.index, "status": r.status.value, "metrics": dict(r.metrics),
+            "reason": r.reason, "exit_code": r.exit_code, "wall_s": r.wall_s,
+            "worker": r.worker, "gpus": gpus.get(r.worker, 0),
+            "stdout_path": _rel(target, r.stdout_path), "stderr_path": _rel(target, r.stderr_path),
+            "stdout": tail(r.stdout_path) if r.stdout_path else None,
+            "stderr": tail(r.stderr_path) if r.stderr_path else None,
+        })
+    out["blocks"] = []
+    for b in blocks:
+        extra = []
+        logs = target.state_dir / "logs" / exp_id / str(b["id"])
+        known = {Path(r.stdout_path).name for r in runs if r.block_id == b["id"]} | \
+                {Path(r.stderr_path).name for r in runs if r.block_id == b["id"]}
+        if logs.is_dir():
+            for f in sorted(logs.iterdir()):
+                if f.is_file() and f.name not in known:
+                    extra.append({"name": f.name, "text": tail(f)})
+        out["blocks"].append({
+            "id": b["id"], "kind": b["kind"], "order": b["run_order"], "state": b["state"],
+            "slot": b["slot"], "inc_commit": b["inc_commit"], "wall_s": b["wall_s"],
+            "error": b["error"], "error_kind": b["error_kind"],
+            "checks_passed": b["checks_passed"], "logs": extra})
+    seqs = [e.id for e in journal.experiments()]
+    i = seqs.index(exp_id)
+    out["prev"] = seqs[i - 1] if i > 0 else None
+    out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None
+    out["metric"] = {"name": target.metric.name, "direction": target.metric.direction.value,
+                     "unit": target.metric.unit}
+    out["finished"] = exp.state.is_finished()
+    out["generated_at"] = time.time()
+    return out
+
+
+def _rel(target: Target, path: str) -> str:
+    if not path:
+        return ""
+    try:
+        return str(Path(path).relative_to(target.root))
+    except ValueError:
+        return path
+
+
+def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
+    """The static report's data: the overview plus every experiment's details."""
+    data = status_data(target, journal)
+    details: dict[str, Any] = {}
+    if journal is not None:
+        for e in journal.experiments():
+            details[e.id] = experiment_data(target, journal, e.id)
+    data["details"] = details
+    return data
+
+
+def finished_states() -> tuple[str, ...]:
+    return tuple(s.value for s in ExperimentState if s.is_finished())

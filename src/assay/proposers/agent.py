@@ -1,0 +1,391 @@
+"""`agent`: a coding-agent CLI edits a checkout of the incumbent; its diff is the candidate.
+
+Configuration (``[proposer.agent]``)::
+
+    [proposer.agent]
+    preset = "claude"        # "claude", "codex" or "aider": a ready command (below)
+    command = "..."          # or your own command template (overrides preset)
+    model = ""               # fills {model}; with a preset, adds its --model flag
+    timeout_s = 1800         # wall clock per run; the agent's whole process group is killed
+    env = ["ANTHROPIC_API_KEY"]  # extra variables passed through, on top of [env] allow
+    ignore = [".aider*"]     # untracked scratch files the agent leaves, dropped before diff
+    context_tokens = 16000   # budget of the brief (see context.py)
+    include_files = false    # true: the brief also holds the editable files' text
+    parallel = 0             # agents run at once in one wave; 0 = one per candidate
+
+Presets (``{model}`` flags only when ``model`` is set)::
+
+    claude: claude -p --output-format json --permission-mode acceptEdits "<ask>"
+    codex:  codex exec --full-auto "<ask>"
+    aider:  aider --yes-always --no-auto-commits --no-gitignore --no-check-update
+            --no-show-model-warnings --message-file {brief_file} {files}
+
+where ``<ask>`` tells the agent to read the brief file in the working tree.
+
+Command templates run with bash in the worktree. Placeholders, each replaced by a
+shell-quoted value (do not put them inside quotes): ``{brief_file}`` (absolute path of the
+brief), ``{brief_name}`` (its name relative to the worktree), ``{brief}`` (its text),
+``{hypothesis_file}``, ``{worktree}``, ``{files}`` (the editable files, space-separated),
+``{model}``. Other braces (``${HOME}``) are left alone.
+
+One run: a clean worktree from ``context.checkout("agent-<i>")`` (or a private
+``git worktree`` when the context has no checkout), the brief written to
+``.assay-brief.md`` in it, the command run in its own process group with a scrubbed
+environment (``[env] allow`` and ``set``, plus the names in ``env``), killed as a group at
+``timeout_s``; then the brief, the hypothesis file and the ``ignore`` globs are removed,
+untracked files are marked with ``git add --intent-to-add`` and the candidate is
+``git diff <incumbent commit>`` (commits the agent made are included).
+
+The hypothesis: the first line of ``.assay-hypothesis.txt`` if the agent wrote it, else the
+last ``HYPOTHESIS: ...`` line of its output, else a note naming the files changed.
+
+Rejections. A run that cannot become a candidate is returned as a **rejected candidate**,
+a :class:`~assay.model.Candidate` whose ``meta["rejected"]`` says why (test it with
+:func:`assay.proposers.edits.rejection`); its ``patch`` holds the diff when there is one,
+so the journal shows what was attempted. The loop records it and never runs it. Reasons:
+``timeout``, ``exit`` (non-zero exit status; the stderr tail is kept), ``scope`` (a path
+outside the editable scope, or protected: every offending path is named), ``no_change``,
+``duplicate`` (the same diff as an experiment already tried, after one re-run with a note).
+Exceptions are kept for what no retry fixes: the CLI is missing (``ProposerError``) or
+the configuration is wrong (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Target, glob_match
+from ..errors import ProposerError
+from ..model import Candidate
+from ..process import run as run_process
+from ..process import scrubbed_env
+from .base import ProposalContext, Proposer
+from .context import build_context, incumbent_files
+from .edits import DIFF_ARGS, git, path_problem, rejected
+
+BRIEF_NAME = ".assay-brief.md"
+HYPOTHESIS_NAME = ".assay-hypothesis.txt"
+_ASK = "Read the task in .assay-brief.md (in the current directory) and carry it out."
+PRESETS: Mapping[str, str] = {
+    "claude": f'claude -p --output-format json --permission-mode acceptEdits "{_ASK}"',
+    "codex": f'codex exec --full-auto "{_ASK}"',
+    "aider": ("aider --yes-always --no-auto-commits --no-gitignore --no-check-update "
+              "--no-show-model-warnings --message-file {brief_file} {files}"),
+}
+MODEL_FLAGS: Mapping[str, str] = {"claude": " --model {model}", "codex": " -m {model}",
+                                  "aider": " --model {model}"}
+PRESET_IGNORE: Mapping[str, tuple[str, ...]] = {"aider": (".aider*",)}
+PLACEHOLDERS = ("brief_file", "brief_name", "brief", "hypothesis_file", "worktree", "files",
+                "model")
+_HYP = re.compile(r"^\W*hypothesis\W*:\s*(.+?)\s*\**\s*$", re.IGNORECASE)
+
+
+def render_command(template: str, values: Mapping[str, str]) -> str:
+    """Replace the known ``{placeholders}`` with shell-quoted values."""
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key == "files":
+            return " ".join(shlex.quote(f) for f in values["files"].split("\0") if f)
+        return shlex.quote(values[key])
+    pattern = r"(?<!\$)\{(" + "|".join(PLACEHOLDERS) + r")\}"
+    return re.sub(pattern, sub, template)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What one agent run left behind, before it becomes a candidate."""
+
+    patch: str
+    paths: tuple[str, ...]
+    hypothesis: str
+    exit_code: int | None
+    timed_out: bool
+    wall_s: float
+    stdout: str
+    stderr: str
+    usage: Mapping[str, Any]
+
+
+class AgentProposer(Proposer):
+    """Proposals from a coding-agent CLI run in a clean worktree of the incumbent."""
+
+    name = "agent"
+
+    def __init__(self, target: Target, command: str, *, timeout_s: float = 1800.0,
+                 env_names: Sequence[str] = (), ignore: Sequence[str] = (),
+                 model: str = "", context_tokens: int = 16_000, include_files: bool = False,
+                 parallel: int = 0, environ: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        self.command = command
+        self.timeout_s = timeout_s
+        self.env_names = tuple(env_names)
+        self.ignore = tuple(ignore)
+        self.model = model
+        self.context_tokens = context_tokens
+        self.include_files = include_files
+        self.parallel = parallel
+        self._environ = environ
+        self._lock = threading.Lock()
+        self.last_brief = ""
+
+    @classmethod
+    def from_target(cls, target: Target, *,
+                    environ: Mapping[str, str] | None = None) -> AgentProposer:
+        """Read and validate ``[proposer.agent]``."""
+        sec = target.section("proposer.agent")
+        preset = sec.choice("preset", tuple(PRESETS), None)
+        command = sec.get("command", str, None, valid="a shell command template")
+        model = sec.get("model", str, "")
+        timeout_s = float(sec.number("timeout_s", 1800.0, low=1.0))
+        env_names = sec.strings("env", ())
+        ignore = sec.strings("ignore", ())
+        context_tokens = sec.number("context_tokens", 16_000, low=1000, integer=True)
+        include_files = sec.get("include_files", bool, False)
+        parallel = sec.number("parallel", 0, low=0, high=64, integer=True)
+        sec.reject_unknown()
+        for name in env_names:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise sec.error("env", f"{name!r} is not an environment variable name",
+                                "names such as ANTHROPIC_API_KEY")
+        if command is None and preset is None:
+            raise sec.error("", "needs `preset` (" + ", ".join(PRESETS) + ") or `command`",
+                            'e.g. preset = "claude", or command = "my-agent {brief_file}"')
+        if command is not None and not command.strip():
+            raise sec.error("command", "must not be empty", "a shell command template")
+        if command is None:
+            assert preset is not None
+            command = PRESETS[preset] + (MODEL_FLAGS[preset] if model else "")
+            ignore = (*PRESET_IGNORE.get(preset, ()), *ignore)
+        return cls(target, command, timeout_s=timeout_s, env_names=env_names, ignore=ignore,
+                   model=model, context_tokens=context_tokens, include_files=include_files,
+                   parallel=parallel, environ=environ)
+
+    # ------------------------------------------------------------------ proposing
+
+    def brief_text(self, context: ProposalContext, note: str = "") -> str:
+        t = self.target
+        todo = [
+            "## What to do",
+            "You are in a git working tree checked out at the incumbent. Make ONE change that "
+            f"you expect to improve `{t.metric.name}` by more than the threshold above.",
+            f"- Edit only files matching: {', '.join(t.editable)}. Any other change (new "
+            "scratch files included) rejects the whole candidate.",
+            "- Never touch protected files: "
+            + (", ".join(t.protected) + ", " if t.protected else "") + "assay.toml.",
+            "- Do not run the full benchmark; assay measures the change itself.",
+            f"- Write one line to {HYPOTHESIS_NAME} in the working tree root: your hypothesis, "
+            "what the change is and why it should help. Also end your last message with a "
+            "line `HYPOTHESIS: <the same line>`.",
+            "- Leave the changes uncommitted.",
+        ]
+        if note:
+            todo.append(f"- Note: {note}")
+        built = build_context(context, self.context_tokens, include_files=self.include_files,
+                              note="\n".join(todo))
+        return built.text
+
+    def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+        if n <= 0:
+            return []
+        seen = set(context.tried_digests)
+        seen_lock = threading.Lock()
+        workers = n if self.parallel <= 0 else min(n, self.parallel)
+
+        def one(i: int) -> Candidate:
+            return self._one(context, i, seen, seen_lock)
+
+        if workers == 1:
+            return [one(i) for i in range(n)]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="assay-agent") as pool:
+            return list(pool.map(one, range(n)))
+
+    def _one(self, context: ProposalContext, i: int, seen: set[str],
+             seen_lock: threading.Lock) -> Candidate:
+        commit = context.incumbent.commit
+        note = ""
+        runs = 0
+        total_wall = 0.0
+        while True:
+            runs += 1
+            result = self._run_once(context, f"agent-{i}", note)
+            total_wall += result.wall_s
+            meta: dict[str, Any] = {
+                "command": self.command.split()[0] if self.command.split() else "",
+                "model": self.model or str(result.usage.get("model", "")),
+                "exit_code": result.exit_code, "timed_out": result.timed_out,
+                "wall_s": round(total_wall, 3), "attempts": runs,
+                "tokens_in": int(result.usage.get("tokens_in", 0)),
+                "tokens_out": int(result.usage.get("tokens_out", 0)),
+                "cost_usd": float(result.usage.get("cost_usd", 0.0)),
+                "priced": "cost_usd" in result.usage,
+            }
+            hyp = result.hypothesis
+            if result.timed_out:
+                return rejected(commit, self.name, f"timeout: the agent ran past "
+                                f"{self.timeout_s:g} s and was killed with its process group",
+                                patch=result.patch, hypothesis=hyp, meta=meta)
+            if result.exit_code != 0:
+                tail = " ".join(result.stderr.strip().splitlines()[-5:])[-500:]
+                return rejected(commit, self.name, f"exit: the agent exited with status "
+                                f"{result.exit_code}: {tail}", patch=result.patch,
+                                hypothesis=hyp, meta=meta)
+            problems = [p for p in (path_problem(self.target, x) for x in result.paths) if p]
+            if problems:
+                return rejected(commit, self.name, "scope: " + "; ".join(problems),
+                                patch=result.patch, hypothesis=hyp, meta=meta)
+            if not result.patch.strip():
+                return rejected(commit, self.name, "no_change: the agent changed no file",
+                                hypothesis=hyp, meta=meta)
+            hyp = hyp or ("(the agent gave no hypothesis) changes "
+                          + ", ".join(result.paths[:5]))
+            cand = Candidate(base_commit=commit, patch=result.patch, hypothesis=hyp,
+                             proposer=self.name, meta=meta)
+            with seen_lock:
+                duplicate = cand.digest in seen
+                if not duplicate:
+                    seen.add(cand.digest)
+            if not duplicate:
+                return cand
+            if runs >= 2:
+                return rejected(commit, self.name, "duplicate: the same change as an "
+                                "experiment already tried", patch=result.patch,
+                                hypothesis=hyp, meta=meta)
+            note = ("a previous attempt made exactly the same change as an experiment already "
+                    "tried (see the journal); make a different change.")
+
+    def _checkout(self, context: ProposalContext, name: str) -> tuple[Path, Callable[[], None]]:
+        """A clean worktree at the incumbent and the function that disposes of it."""
+        if context.checkout is not None:
+            with self._lock:
+                path = context.checkout(name)
+            return path, lambda: None
+        tmp = Path(tempfile.mkdtemp(prefix="assay-agent-"))
+        tree = tmp / "tree"
+        with self._lock:
+            git(self.target.root, "worktree", "add", "--detach", "-f", str(tree),
+                context.incumbent.commit)
+
+        def dispose() -> None:
+            with self._lock:
+                git(self.target.root, "worktree", "remove", "--force", str(tree), check=False)
+                git(self.target.root, "worktree", "prune", check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+        return tree, dispose
+
+    def _env(self) -> dict[str, str]:
+        src = os.environ if self._environ is None else self._environ
+        extra = {k: src[k] for k in self.env_names if k in src}
+        return scrubbed_env(self.target.env, extra, base=src)
+
+    def _run_once(self, context: ProposalContext, name: str, note: str) -> AgentRun:
+        tree, dispose = self._checkout(context, name)
+        try:
+            brief = self.brief_text(context, note)
+            self.last_brief = brief
+            brief_file = tree / BRIEF_NAME
+            hyp_file = tree / HYPOTHESIS_NAME
+            brief_file.write_text(brief, encoding="utf-8")
+            hyp_file.unlink(missing_ok=True)
+            files = sorted(context.files) or sorted(
+                incumbent_files(self.target, context.incumbent.commit))
+            values = {"brief_file": str(brief_file), "brief_name": BRIEF_NAME, "brief": brief,
+                      "hypothesis_file": str(hyp_file), "worktree": str(tree),
+                      "files": "\0".join(files), "model": self.model}
+            cmd = render_command(self.command, values)
+            with tempfile.TemporaryDirectory(prefix="assay-agent-log-") as logs:
+                try:
+                    proc = run_process(cmd, cwd=tree, env=self._env(),
+                                       timeout_s=self.timeout_s,
+                                       stdout_path=Path(logs) / "stdout",
+                                       stderr_path=Path(logs) / "stderr")
+                except Exception as exc:
+                    raise ProposerError(f"cannot run the agent command {cmd[:200]!r}: {exc}"
+                                        ) from exc
+            if proc.exit_code == 127 and "command not found" in proc.stderr:
+                raise ProposerError(f"the agent command is not installed: "
+                                    f"{proc.stderr.strip()[-300:]}")
+            usage = _usage(proc.stdout)
+            hypothesis = _hypothesis(hyp_file, usage.get("text", proc.stdout))
+            patch, paths = self._diff(tree, context.incumbent.commit)
+            return AgentRun(patch=patch, paths=paths, hypothesis=hypothesis,
+                            exit_code=proc.exit_code, timed_out=proc.timed_out,
+                            wall_s=proc.wall_s, stdout=proc.stdout, stderr=proc.stderr,
+                            usage=usage)
+        finally:
+            dispose()
+
+    def _diff(self, tree: Path, commit: str) -> tuple[str, tuple[str, ...]]:
+        """The worktree's change against ``commit``, new files included, scratch dropped."""
+        for name in (BRIEF_NAME, HYPOTHESIS_NAME):
+            (tree / name).unlink(missing_ok=True)
+        others = git(tree, "ls-files", "--others", "--exclude-standard", "-z").stdout
+        for raw in others.split(b"\0"):
+            path = raw.decode(errors="surrogateescape")
+            if path and self._ignored(path):
+                (tree / path).unlink(missing_ok=True)
+        git(tree, "add", "--intent-to-add", "--all", "--", ".")
+        names = git(tree, *DIFF_ARGS, "--name-only", "-z", commit).stdout
+        paths = tuple(p.decode(errors="surrogateescape") for p in names.split(b"\0") if p)
+        patch = git(tree, *DIFF_ARGS, commit).stdout.decode(errors="replace")
+        return patch, paths
+
+    def _ignored(self, path: str) -> bool:
+        parts = path.split("/")
+        prefixes = ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
+        return any(glob_match(p, g) for g in self.ignore for p in prefixes)
+
+
+def _usage(stdout: str) -> dict[str, Any]:
+    """Tokens, cost and final text from a JSON result (``claude -p --output-format json``)."""
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(data.get("result"), str):
+        out["text"] = data["result"]
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        tin = sum(int(usage.get(k, 0) or 0) for k in (
+            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        out["tokens_in"] = tin
+        out["tokens_out"] = int(usage.get("output_tokens", 0) or 0)
+    cost = data.get("total_cost_usd", data.get("cost_usd"))
+    if isinstance(cost, (int, float)):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+def _hypothesis(hyp_file: Path, output: str) -> str:
+    try:
+        text = hyp_file.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        text = ""
+    if text:
+        line = text.splitlines()[0].strip()
+        m = _HYP.match(line)
+        return (m.group(1) if m else line)[:300]
+    found = ""
+    for line in output.splitlines():
+        m = _HYP.match(line)
+        if m:
+            found = m.group(1)
+    return found[:300]
+

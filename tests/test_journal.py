@@ -1,0 +1,109 @@
+"""Journal: migrations, idempotent results, state machine, leases, hypotheses."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from assay.errors import JournalError
+from assay.journal import MIGRATIONS, Journal
+from assay.model import (
+    BlockKind,
+    BlockResult,
+    Candidate,
+    ExperimentState,
+    Incumbent,
+    Role,
+    RunResult,
+    RunStatus,
+)
+
+
+def _journal(tmp_path: Path) -> Journal:
+    return Journal.open(tmp_path / "j.sqlite")
+
+
+def _result(block_id: str, exp_id: str, value: float = 1.0) -> BlockResult:
+    runs = tuple(RunResult(f"{block_id}-r{i}", block_id, exp_id, Role(ch), i, RunStatus.OK,
+                           {"m": value + i}) for i, ch in enumerate("ABBA", start=1))
+    return BlockResult(block_id, exp_id, "s0", runs)
+
+
+def test_migrations_are_recorded_and_wal_is_on(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    names = [r[0] for r in j.conn.execute("SELECT name FROM migrations")]
+    assert names == [m[0] for m in MIGRATIONS]
+    assert j.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert j.migrate() == []  # idempotent
+    j.close()
+
+
+def test_newer_journal_is_refused(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    with j.tx():
+        j.conn.execute("INSERT INTO migrations VALUES ('9999_future', 0)")
+    j.close()
+    with pytest.raises(JournalError, match="newer assay"):
+        _journal(tmp_path)
+
+
+def test_block_results_are_idempotent(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    exp = j.add_experiment(Candidate("abc", params={"x": 1}, hypothesis="h"))
+    assert exp.id == "e0001" and exp.state is ExperimentState.QUEUED
+    bid = j.add_block(exp.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
+    assert j.lease_block(bid, "s0", "me", 60)
+    assert not j.lease_block(bid, "s1", "me", 60)  # never dispatched twice
+    assert j.record_block(_result(bid, exp.id))
+    assert not j.record_block(_result(bid, exp.id, value=99.0))
+    runs = j.runs(exp.id)
+    assert len(runs) == 4 and runs[0].metrics == {"m": 2.0}
+
+
+def test_finished_state_is_final(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    exp = j.add_experiment(Candidate("abc", params={"x": 1}))
+    j.set_state(exp.id, ExperimentState.KEPT)
+    with pytest.raises(JournalError, match="already kept"):
+        j.set_state(exp.id, ExperimentState.DISCARDED)
+
+
+def test_stale_leases_are_requeued_and_partial_runs_dropped(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    exp = j.add_experiment(Candidate("abc", params={"x": 1}))
+    bid = j.add_block(exp.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
+    j.lease_block(bid, "s0", "dead-owner", ttl_s=-1)
+    with j.tx():
+        j.conn.execute("INSERT INTO runs (id, block_id, experiment_id, role, idx, status, metrics,"
+                       " holdout, reason, exit_code, wall_s, stdout_path, stderr_path, worker,"
+                       " created_at) VALUES ('x', ?, ?, 'A', 1, 'ok', '{}', '{}', '', 0, 0, '',"
+                       " '', 's0', 0)", (bid, exp.id))
+    assert j.requeue_stale() == [bid]
+    assert j.blocks(exp.id)[0]["state"] == "queued"
+    assert j.runs(exp.id) == []
+
+
+def test_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    with pytest.raises(sqlite3.IntegrityError), j.tx():
+        j.add_experiment(Candidate("abc", params={"x": 1}))
+        j.conn.execute("INSERT INTO experiments (id) VALUES ('broken')")
+    assert j.experiments() == []
+
+
+def test_hypotheses_dedup_and_status(tmp_path: Path) -> None:
+    j = _journal(tmp_path)
+    a = j.add_hypothesis("fuse rms_norm and mul", ["ggml-cuda/norm.cu:10"], "backend", 2.0)
+    assert j.add_hypothesis("fuse rms_norm and mul", [], "backend") == a
+    b = j.add_hypothesis("prefetch", [], "profile", 1.0)
+    assert [h.id for h in j.hypotheses()] == [a, b]
+    exp = j.add_experiment(Candidate("abc", patch="diff", hypothesis="x", hypothesis_id=a))
+    assert exp.candidate.hypothesis_id == a
+    assert j.hypotheses("testing")[0].id == a
+
+
+def test_readonly_open_of_missing_journal(tmp_path: Path) -> None:
+    with pytest.raises(JournalError, match="no journal"):
+        Journal.open(tmp_path / "none.sqlite", readonly=True)

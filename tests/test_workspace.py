@@ -1,0 +1,118 @@
+"""Workspace: scope and protected paths, worktrees, the run branch, the user's tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assay import config
+from assay.errors import PatchError, WorkspaceError
+from assay.workspace import Workspace, check_scope, patch_paths, rewrite_assignment
+
+from .conftest import TinyFactory, git, patch_work
+
+
+def _ws(root: Path) -> Workspace:
+    return Workspace(config.load(root), "t")
+
+
+def test_patch_paths_lists_every_file(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    diff = patch_work(root, 5)
+    assert patch_paths(diff).paths == ("work.py",)
+
+
+@pytest.mark.parametrize("bad,needle", [
+    ("diff --git a/../x b/../x\n--- a/../x\n+++ b/../x\n", "escapes"),
+    ("--- /etc/passwd\n+++ /etc/passwd\n", "absolute"),
+    ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n", "symbolic link"),
+    ("diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n", ".git"),
+])
+def test_unsafe_paths_are_rejected(bad: str, needle: str) -> None:
+    with pytest.raises(PatchError, match=needle):
+        patch_paths(bad)
+
+
+def test_scope_rejects_protected_and_outside(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    target = config.load(root)
+    (root / "bench.py").write_text("print('METRIC speed=1e9')\n")
+    protected = git(root, "diff")
+    git(root, "checkout", "bench.py")
+    with pytest.raises(PatchError, match="protected path 'bench.py'"):
+        check_scope(protected, target)
+    (root / "README.md").write_text("changed\n")
+    outside = git(root, "diff")
+    git(root, "checkout", "README.md")
+    with pytest.raises(PatchError, match="outside the editable scope"):
+        check_scope(outside, target)
+    assert check_scope(patch_work(root, 10), target) == ("work.py",)
+
+
+def test_materialize_applies_patch_and_params(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    ws = _ws(root)
+    head = ws.head()
+    tree = ws.tree("s0-b")
+    env = ws.materialize(tree, head, patch_work(root, 1234), {})
+    assert env == {}
+    assert (tree / "work.py").read_text().startswith("WORK = 1234")
+    ws.materialize(tree, head, "", {"WORK": 777})
+    assert (tree / "work.py").read_text().startswith("WORK = 777")
+    (tree / "stray.txt").write_text("left by a benchmark")
+    ws.reset(tree, head)
+    assert not (tree / "stray.txt").exists()
+    assert (tree / "work.py").read_text().startswith("WORK = 200000")
+
+
+def test_non_applying_patch_is_an_error(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    ws = _ws(root)
+    bad = patch_work(root, 5).replace("WORK = 200000", "WORK = 999")
+    with pytest.raises(PatchError, match="does not apply"):
+        ws.materialize(ws.tree("s0-b"), ws.head(), bad, {})
+
+
+def test_commit_candidate_never_touches_the_user_tree(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    (root / "README.md").write_text("uncommitted user edit\n")
+    (root / "notes.txt").write_text("untracked user file\n")
+    before_status = git(root, "status", "--porcelain")
+    before_head = git(root, "rev-parse", "HEAD")
+    before_branch = git(root, "branch", "--show-current")
+    ws = _ws(root)
+    base = ws.head()
+    ws.ensure_branch(base)
+    sha = ws.commit_candidate(base, patch_work(root, 4321), {"WORK": 4321}, "assay: faster")
+    assert git(root, "status", "--porcelain") == before_status
+    assert git(root, "rev-parse", "HEAD") == before_head
+    assert git(root, "branch", "--show-current") == before_branch
+    assert (root / "README.md").read_text() == "uncommitted user edit\n"
+    assert git(root, "rev-parse", "assay/t").strip() == sha
+    assert "WORK = 4321" in git(root, "show", f"{sha}:work.py")
+    assert git(root, "rev-parse", f"{sha}^").strip() == base
+
+
+def test_rewrite_assignment_needs_exactly_one_line() -> None:
+    assert rewrite_assignment("A = 1\nB = 2\n", "A", 5, "f.py") == "A = 5\nB = 2\n"
+    assert rewrite_assignment("A: int = 1  # knob\n", "A", 2, "f.py") == "A = 2  # knob\n"
+    assert rewrite_assignment("S = 'x'\n", "S", "y", "f.py") == "S = 'y'\n"
+    with pytest.raises(PatchError, match="found 0"):
+        rewrite_assignment("B = 1\n", "A", 5, "f.py")
+    with pytest.raises(PatchError, match="found 2"):
+        rewrite_assignment("A = 1\nA = 2\n", "A", 5, "f.py")
+
+
+def test_not_a_git_repository(tmp_path: Path) -> None:
+    (tmp_path / "assay.toml").write_text(
+        '[metric]\nname = "x"\n[commands]\nbench = "true"\n[scope]\neditable = ["a"]\n')
+    with pytest.raises(WorkspaceError, match="not a git repository"):
+        Workspace(config.load(tmp_path))
+
+
+def test_state_dir_is_ignored_by_git(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    ws = _ws(root)
+    ws.tree("s0-a")
+    assert git(root, "status", "--porcelain") == ""
