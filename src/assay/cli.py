@@ -77,14 +77,16 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
                         MofNCompleteColumn(), TimeElapsedColumn(), console=console,
                         transient=False)
     task = progress.add_task("experiments", total=total)
+    finished: set[str] = set()
 
     def on_event(kind: str, message: str, exp: Experiment | None) -> None:
         style = _STYLE.get(kind, "")
         if kind in ("measure",):
             style = "dim"
         progress.console.print(f"[{style}]{message}[/]" if style else message, highlight=False)
-        if exp is not None and exp.state.is_finished():
-            progress.update(task, completed=min(total, exp.seq))
+        if exp is not None and exp.state.is_finished() and exp.id not in finished:
+            finished.add(exp.id)
+            progress.update(task, completed=min(total, len(finished)))
 
     try:
         with progress:
@@ -93,6 +95,8 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
     except AssayError as exc:
         _fail(exc)
     print_summary(summary, target.metric.name, target.metric.unit)
+    if summary.failed:
+        raise typer.Exit(1)
 
 
 def print_summary(s: Summary, metric: str, unit: str) -> None:

@@ -308,7 +308,8 @@ def _metric(sec: Section, guard: bool = False) -> MetricSpec:
     bounds_raw = sec.get("bounds", list, None, valid="[low, high]")
     bounds = None
     if bounds_raw is not None:
-        if len(bounds_raw) != 2 or not all(isinstance(b, (int, float)) for b in bounds_raw):
+        if len(bounds_raw) != 2 or not all(isinstance(b, (int, float)) and not isinstance(
+                b, bool) and not math.isnan(b) for b in bounds_raw):
             raise sec.error("bounds", f"must be two numbers, got {bounds_raw!r}", "[low, high]")
         bounds = (float(bounds_raw[0]), float(bounds_raw[1]))
         if bounds[0] >= bounds[1]:
@@ -363,7 +364,14 @@ def _param(sec: Section) -> ParamSpec:
         raise sec.error("file", "is required when apply = \"assign\"",
                         "the file that holds the assignment NAME = value")
     step = sec.number("step", None, low=0.0)
-    default = sec.get("default", (int, float, str, bool), None)
+    default_kinds: dict[str, tuple[type, ...]] = {
+        "int": (int,), "float": (int, float), "bool": (bool,),
+        "categorical": (int, float, str, bool)}
+    default = sec.get("default", default_kinds[ptype], None, valid=f"a {ptype} value")
+    if ptype == "categorical" and default is not None and default not in choices:
+        raise sec.error("default", f"{default!r} is not one of the choices {choices}")
+    if ptype != "float" and isinstance(sec.data.get("default"), int):
+        default = sec.data["default"]  # keep TOML's integer: `N = 2`, not `N = 2.0`
     sec.reject_unknown()
     return ParamSpec(name=name, type=ptype, low=low, high=high, log=log, step=step,
                      choices=tuple(choices), apply=apply, file=file, default=default)
@@ -433,9 +441,10 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise top.error("params", f"parameter names repeat: {sorted(dupes)}", "unique names")
-    for p in params:
+    for i, p in enumerate(params):
         if p.apply == "assign" and any(glob_match(p.file, g) for g in protected):
-            raise top.error("params", f"parameter {p.name} rewrites {p.file}, a protected path",
+            raise top.error(f"params[{i}].file",
+                            f"parameter {p.name} rewrites {p.file}, a protected path",
                             "a file inside the editable scope")
 
     rsec = top.table("run")

@@ -52,7 +52,7 @@ from .model import (
     as_pairs,
 )
 from .proposers.base import ExperimentSummary, ProposalContext, Proposer
-from .workspace import Workspace, check_scope
+from .workspace import Workspace, check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
 LEASE_TTL_S = 120.0
@@ -87,6 +87,7 @@ class Summary:
     counts: dict[str, int] = field(default_factory=dict)
     stopped: str = ""
     branch: str = ""
+    failed: str = ""
 
 
 class Loop:
@@ -107,6 +108,7 @@ class Loop:
         self._stop = threading.Event()
         self._signals = 0
         self._calibrated = False
+        self.failed = ""
 
     # -- events --------------------------------------------------------------------
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
@@ -117,6 +119,11 @@ class Loop:
     def stop_file(self) -> Path:
         """Creating this file asks a running loop (in any process) to stop gracefully."""
         return self.target.state_dir / "stop"
+
+    def fail(self, reason: str) -> None:
+        """Stop because the target itself is broken; the run ends with an error."""
+        self.failed = reason
+        self.request_stop(reason)
 
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
@@ -200,6 +207,8 @@ class Loop:
         if n <= 0:
             return []
         ctx = self.context()
+        guarded = [*self.target.protected, "assay.toml"]
+        before = hash_paths(self.target.root, guarded)
         try:
             cands = self.proposer.propose(ctx, n)
         except AssayError as exc:
@@ -213,6 +222,15 @@ class Loop:
             self.exhausted = True
             self.stop_reason = f"the {self.proposer.name} proposer has nothing more to propose"
             return []
+        changed = diff_hashes(before, hash_paths(self.target.root, guarded))
+        if changed:
+            # The proposer (an agent editing files) touched the harness: trust none of its work.
+            why = (f"harness_changed: protected paths changed in {self.target.root} while "
+                   f"proposer {self.proposer.name} was proposing: {changed}")
+            self.emit("error", why)
+            self.hooks.fire("on_error", None, {"ASSAY_ERROR": why},
+                            key=f"on_error:harness:{self.journal.next_seq()}")
+            cands = [dataclasses.replace(c, meta={**c.meta, "rejected": why}) for c in cands]
         return [self.submit_candidate(c) for c in cands[:n]]
 
     def submit_candidate(self, cand: Candidate) -> Experiment:
@@ -384,6 +402,23 @@ class Loop:
                                            reason="suspicious"))
             return exp
 
+        last_runs = [r for r in cur_runs if r.block_id == blocks[-1]["id"]]
+        a_runs = [r for r in last_runs if r.role is Role.INCUMBENT]
+        if a_runs and not any(r.status is RunStatus.OK for r in a_runs):
+            why = (f"the incumbent's benchmark fails on slot {blocks[-1]['slot']}: "
+                   f"{a_runs[-1].status.value}: {a_runs[-1].reason} (logs: "
+                   f"{a_runs[-1].stderr_path}); fix the target, then `assay run` resumes")
+            self.emit("error", why, exp)
+            self.fail(why)
+            self._add_block(exp, NextBlock(self.target.decision.pairs_per_block,
+                                           BlockKind.RERUN, reason="incumbent failed"))
+            return exp
+        limit = 4 * self.target.decision.max_pairs + 8
+        if len(runs) > limit:
+            return self._finish(exp, ExperimentState.INVALID,
+                                f"no decision after {len(runs)} runs (limit {limit}): too few "
+                                "usable pairs; see `assay show` for the failing runs")
+
         pairs: list[Pair] = []
         for b in cur_blocks:
             b_runs = [r for r in cur_runs if r.block_id == b["id"]]
@@ -501,6 +536,22 @@ class Loop:
             # Both sides ran the incumbent: relabel the B side as the second arm.
             aa.setdefault(b["slot"] or "", []).extend(
                 as_pairs(runs, self.target.metric.name, b["slot"] or "", b["id"], BlockKind.AA))
+        empty = [b for b in blocks if not any(p for p in as_pairs(
+            self.journal.runs(block_id=b["id"]), self.target.metric.name, "", b["id"]))]
+        if empty:
+            runs = self.journal.runs(block_id=empty[0]["id"])
+            bad = next((r for r in runs if r.status is not RunStatus.OK), None)
+            why = (f"calibration failed: the incumbent's benchmark gave no usable pair on slot "
+                   f"{empty[0]['slot']}"
+                   + (f" ({bad.status.value}: {bad.reason}; logs: {bad.stderr_path})" if bad
+                      else "") + "; fix the target, then run again")
+            with self.journal.tx():  # measure again on the next run
+                for b in blocks:
+                    self.journal.conn.execute("DELETE FROM runs WHERE block_id = ?", (b["id"],))
+                self.journal.conn.execute("DELETE FROM blocks WHERE experiment_id = ?", (CAL,))
+            self.emit("error", why)
+            self.fail(why)
+            return
         cal = stats.calibrate(aa, self.target.decision, self.target.metric.direction)
         self.journal.set_meta("calibration", {
             "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
@@ -596,7 +647,7 @@ class Loop:
 
     def summary(self) -> Summary:
         exps = self.journal.experiments()
-        s = Summary(stopped=self.stop_reason, branch=self.ws.branch)
+        s = Summary(stopped=self.stop_reason, branch=self.ws.branch, failed=self.failed)
         for e in exps:
             s.counts[e.state.value] = s.counts.get(e.state.value, 0) + 1
             if e.state.is_finished():
