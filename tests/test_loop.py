@@ -140,7 +140,7 @@ def test_duplicates_are_rejected_before_any_run(tiny_target: TinyFactory) -> Non
 
 def test_checks_must_pass_and_guards_must_hold(tiny_target: TinyFactory) -> None:
     checks = "import work, sys\nsys.exit(0 if work.WORK != 12345 else 1)\n"
-    root = tiny_target(work=300_000, budget=2, pairs=2, name="g",
+    root = tiny_target(work=300_000, budget=2, pairs=4, name="g",
                        extra='[proposer.queue]\npath = "patches"\n',
                        files={"checks.py": checks})
     cfg = (root / "assay.toml").read_text().replace(
@@ -149,9 +149,6 @@ def test_checks_must_pass_and_guards_must_hold(tiny_target: TinyFactory) -> None
     (root / "assay.toml").write_text(cfg)
     git(root, "commit", "-qam", "checks")
     fails_checks = patch_work(root, 12345)
-    fat = patch_work(root, 30_000).replace("+WORK = 30000", "+WORK = 30000") + ""
-    fat = fat.replace(" UNITS = 1000\n MEM_KB = 100", " UNITS = 1000\n-MEM_KB = 100\n+MEM_KB = 500")
-    fat = fat.replace("@@ -1,3 +1,3 @@", "@@ -1,3 +1,3 @@")
     (root / "work.py").write_text((root / "work.py").read_text()
                                   .replace("WORK = 300000", "WORK = 30000")
                                   .replace("MEM_KB = 100", "MEM_KB = 500"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
+from . import process
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
@@ -104,9 +105,17 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
             lock: bool = True) -> Iterator[Loop]:
     """A started loop holding the target's lock; closes everything on exit."""
     run_lock = RunLock(target.state_dir / "run.lock")
+    reaped: list[int] = []
     if lock:
         run_lock.acquire()
-    journal = open_journal(target)
+        # Holding the lock, anything a dead run started is an orphan: kill it.
+        reaped = process.reap(target.state_dir / process.PROCS_DIR)
+    try:
+        journal = open_journal(target)
+    except BaseException:
+        if lock:
+            run_lock.release()
+        raise
     try:
         stored = journal.get_meta("run_name")
         ws = Workspace(target, name or stored or target.run.name or "main")
@@ -115,6 +124,9 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
         if run_lock.took_over:
             loop.emit("lock", run_lock.took_over)
+        if reaped:
+            loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
+                                f"{', '.join(map(str, reaped))}")
         yield loop
     finally:
         journal.close()

@@ -404,7 +404,7 @@ class Journal:
             checks = None if res.checks_passed is None else int(res.checks_passed)
             self.conn.execute(
                 "UPDATE blocks SET state = 'done', finished_at = ?, checks_passed = ?, error = ?,"
-                " error_kind = ?, wall_s = ?, slot = COALESCE(slot, ?) WHERE id = ?",
+                " error_kind = ?, wall_s = ?, slot = COALESCE(NULLIF(?, ''), slot) WHERE id = ?",
                 (now, checks, res.error, res.error_kind, res.wall_s, res.worker, res.block_id))
         return True
 

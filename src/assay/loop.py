@@ -51,7 +51,7 @@ from .model import (
     Verdict,
     as_pairs,
 )
-from .proposers.base import ExperimentSummary, ProposalContext, Proposer
+from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .workspace import Workspace, check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
@@ -188,7 +188,7 @@ class Loop:
             research_brief=brief, hypotheses=self.journal.hypotheses("open"),
             tried_digests=self.journal.digests(),
             checkout=lambda name: self.ws.checkout(name, inc.commit),
-            files=self.ws.editable_files(inc.commit))
+            files=LazyFiles(lambda: self.ws.editable_files(inc.commit)))
 
     @property
     def incumbent(self) -> Incumbent:
@@ -503,7 +503,7 @@ class Loop:
             status = "supported" if exp.state is ExperimentState.KEPT else "refuted"
             self.journal.set_hypothesis_status(exp.candidate.hypothesis_id, status)
         try:
-            self.proposer.tell(exp)
+            self.proposer.tell(dataclasses.replace(exp, note=_for_proposer(exp.note)))
         except Exception as exc:  # a proposer bug must not lose the result
             self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
 
@@ -599,7 +599,9 @@ class Loop:
                     self.ask(min(free - queued, room))
                 self.dispatch()
                 running = self.executor.running()
-                if not running and not self.journal.blocks(states=("queued",)):
+                # The journal, not the executor, says what is in flight: a block whose
+                # result is between the executor's threads and wait() is still running.
+                if not running and not self.journal.blocks(states=("queued", "running")):
                     if self.exhausted or self._total() >= budget:
                         self.stop_reason = self.stop_reason or f"the budget of {budget} " \
                                                                "experiments is spent"
@@ -620,6 +622,9 @@ class Loop:
         running = list(self.executor.running())
         for bid in running:
             self.executor.cancel(bid)
+        # Also blocks whose result had not reached wait() yet: all are measured again.
+        running += [b["id"] for b in self.journal.blocks(states=("running",))
+                    if b["id"] not in running]
         if running:
             self.journal.requeue(running)
             self.emit("stop", f"cancelled {len(running)} running block(s); they will run again "
@@ -691,4 +696,11 @@ def _summary(e: Experiment) -> ExperimentSummary:
         id=e.id, state=e.state.value, hypothesis=e.candidate.hypothesis,
         proposer=e.candidate.proposer, params=dict(e.candidate.params),
         effect=d.effect if d else None, lo=d.lo if d else None, hi=d.hi if d else None,
-        reason=e.note or (d.reason if d else ""), diffstat=stat)
+        reason=_for_proposer(e.note or (d.reason if d else "")), diffstat=stat)
+
+
+def _for_proposer(note: str) -> str:
+    """A reason a proposer may read: holdout results (values, regressions) are withheld."""
+    if "holdout" in note.lower():
+        return "discarded by a held-out check (its results are withheld from proposers)"
+    return note

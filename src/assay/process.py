@@ -6,19 +6,32 @@ process the command left behind when it exits, an environment built only from an
 allowlist, optional memory (RLIMIT_AS) and CPU-time (RLIMIT_CPU) limits, optional no-network
 runs through ``unshare -rn``, and stdout/stderr written to files.
 
+Crash safety: the direct child gets ``PR_SET_PDEATHSIG`` (SIGKILL when the orchestrator
+thread that started it dies, Linux only), and every command started under a target's state
+folder is recorded in ``.assay/procs/`` with a random token placed in its environment. When
+the orchestrator is killed (``kill -9``), the next run calls :func:`reap` while holding the
+run lock: every process still carrying a recorded token is killed, so nothing a dead run
+started keeps running (or keeps loading the machine) after a restart.
+
 What it does NOT protect against: a process that escapes its group with ``setsid`` and
-double-forks (it outlives the kill), reads of files outside the worktree, or
+double-forks while the orchestrator is alive (it outlives the kill until the next
+:func:`reap`), one that also scrubs its environment, reads of files outside the worktree, or
 filesystem writes outside it. Treat the benchmark as semi-trusted code you chose to run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextlib
+import ctypes
+import json
 import os
 import resource
+import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +42,15 @@ from .config import EnvSpec, LimitSpec
 from .errors import ExecutorError
 
 GRACE_S = 2.0
+TOKEN_VAR = "ASSAY_PROC_TOKEN"
+PROCS_DIR = "procs"
+_PR_SET_PDEATHSIG = 1
+
+try:  # loaded before any fork: the child only calls into it
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True) \
+        if sys.platform.startswith("linux") else None
+except OSError:  # pragma: no cover - exotic libc
+    _LIBC = None
 
 
 @dataclass(frozen=True)
@@ -111,24 +133,117 @@ def network_isolation_available() -> tuple[bool, str]:
     return True, "unshare -rn"
 
 
-def _limiter(limits: LimitSpec | None) -> Callable[[], None] | None:
-    if limits is None or (limits.memory_mb is None and limits.cpu_s is None):
-        return None
+def _preexec(limits: LimitSpec | None, parent: int) -> Callable[[], None]:
+    """What the child does before exec: die with its parent, then apply the rlimits."""
+    memory = limits.memory_mb if limits is not None else None
+    cpu = limits.cpu_s if limits is not None else None
+    libc = _LIBC
 
     def apply() -> None:  # runs in the child before exec
-        if limits.memory_mb is not None:
-            size = limits.memory_mb * 1024 * 1024
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(137)
+        if memory is not None:
+            size = memory * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
-        if limits.cpu_s is not None:
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
+        if cpu is not None:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
     return apply
 
 
+def registry_for(cwd: Path) -> Path | None:
+    """``<root>/.assay/procs`` when ``cwd`` is a target root (with state) or inside ``.assay``."""
+    try:
+        cwd = Path(cwd).resolve()
+    except OSError:
+        return None
+    for p in (cwd, *cwd.parents):
+        if p.name == ".assay":
+            return p / PROCS_DIR
+    if (cwd / ".assay").is_dir():
+        return cwd / ".assay" / PROCS_DIR
+    return None
+
+
+def _register(registry: Path | None, token: str, cmd: str) -> Path | None:
+    """Record a command about to start (before it starts: a crash cannot hide it)."""
+    if registry is None:
+        return None
+    try:
+        registry.mkdir(parents=True, exist_ok=True)
+        entry = registry / f"{token}.json"
+        tmp = registry / f"{token}.tmp"
+        tmp.write_text(json.dumps({"token": token, "owner": os.getpid(), "cmd": cmd[:300],
+                                   "started": time.time()}))
+        os.replace(tmp, entry)
+        return entry
+    except OSError:
+        return None  # bookkeeping must never stop a run
+
+
+def _tokens_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return ""
+    for item in raw.split(b"\0"):
+        if item.startswith(TOKEN_VAR.encode() + b"="):
+            return item.split(b"=", 1)[1].decode(errors="replace")
+    return ""
+
+
+def reap(registry: Path) -> list[int]:
+    """Kill every process a dead orchestrator started (found by its token); return their pids.
+
+    Call only while holding the target's run lock: then no live run owns these entries.
+    """
+    if not registry.is_dir():
+        return []
+    tokens: dict[str, Path] = {}
+    for entry in registry.glob("*.json"):
+        try:
+            raw = json.loads(entry.read_text())
+            tokens[str(raw["token"])] = entry
+        except (OSError, ValueError, KeyError, TypeError):
+            entry.unlink(missing_ok=True)
+    for tmp in registry.glob("*.tmp"):
+        tmp.unlink(missing_ok=True)
+    if not tokens:
+        return []
+    killed: list[int] = []
+    me = os.getpid()
+    proc = Path("/proc")
+    if proc.is_dir():
+        for _ in range(3):  # a dying parent may still fork: sweep until nothing is left
+            found = False
+            for d in proc.iterdir():
+                if not d.name.isdigit() or int(d.name) == me:
+                    continue
+                pid = int(d.name)
+                if _tokens_of(pid) in tokens:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                        found = True
+            if not found:
+                break
+            time.sleep(0.05)
+    for entry in tokens.values():
+        entry.unlink(missing_ok=True)
+    return sorted(set(killed))
+
+
 def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         stdout_path: Path, stderr_path: Path, limits: LimitSpec | None = None,
-        cancel: CancelToken | None = None) -> ProcResult:
-    """Run ``cmd`` with bash in its own process group; never leaves a process behind."""
+        cancel: CancelToken | None = None, registry: Path | None = None) -> ProcResult:
+    """Run ``cmd`` with bash in its own process group; never leaves a process behind.
+
+    ``registry`` (default: the ``.assay/procs`` folder of the target holding ``cwd``)
+    records the process so that a later run can :func:`reap` it after a crash.
+    """
     argv = ["bash", "-c", cmd]
     if limits is not None and not limits.network:
         ok, why = network_isolation_available()
@@ -136,13 +251,20 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
             raise ExecutorError(f"limits.network = false was asked for, but {why}")
         argv = ["unshare", "-rn", *argv]
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    if registry is None:
+        registry = registry_for(cwd)
+    token = secrets.token_hex(8)
+    child_env = {**env, TOKEN_VAR: token}
+    entry = _register(registry, token, cmd)
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdout=out, stderr=err,
+            proc = subprocess.Popen(argv, cwd=cwd, env=child_env, stdout=out, stderr=err,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=_limiter(limits))
+                                    preexec_fn=_preexec(limits, os.getpid()))
         except OSError as exc:
+            if entry is not None:
+                entry.unlink(missing_ok=True)
             raise ExecutorError(f"cannot start {cmd!r} in {cwd}: {exc}") from exc
         pgid = proc.pid
         if cancel is not None:
@@ -171,6 +293,8 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
             kill_group(pgid, signal.SIGKILL)  # leftovers of a finished command
             if cancel is not None:
                 cancel._remove(pgid)
+            if entry is not None:
+                entry.unlink(missing_ok=True)
     wall = time.monotonic() - start
     cancelled = cancel is not None and cancel.cancelled
     return ProcResult(exit_code=None if (timed_out or cancelled) else proc.returncode,

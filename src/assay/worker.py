@@ -9,6 +9,7 @@ candidate as ``harness_changed``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Mapping
@@ -20,7 +21,11 @@ from .config import Command, MetricSpec, Target
 from .errors import AssayError, MetricError, PatchError
 from .metrics import check_bounds, read_metric
 from .model import Block, BlockResult, Role, RunResult, RunStatus, Slot
-from .workspace import Workspace, diff_hashes, hash_paths
+from .workspace import Workspace, diff_hashes, hash_paths, split_params
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -88,7 +93,11 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
 
     a_key = f"{inc.commit}:{sorted(inc.params.items())}"
     try:
-        a_env = ws.materialize(trees.a, inc.commit, "", inc.params)
+        if trees.a_state == a_key and ws.is_clean(trees.a, inc.commit):
+            a_env = split_params(inc.params, target.params)[0]  # warm: nothing to reset
+        else:
+            trees.a_state = ""
+            a_env = ws.materialize(trees.a, inc.commit, "", inc.params)
         if cand is not None:
             b_env = ws.materialize(trees.b, cand.base_commit, cand.patch, b_params)
         else:
@@ -98,13 +107,23 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     except AssayError as exc:
         return fail("executor", str(exc))
 
+    # One bytecode cache per distinct content: a stale .pyc (same size, same second) can
+    # never stand in for a changed source file, and the incumbent's cache stays warm.
+    cache_root = target.state_dir / "pycache"
+    a_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(a_key)), **a_env}
+    b_key = a_key
+    if cand is not None:
+        b_key = f"{cand.base_commit}:{cand.digest}:{sorted(b_params.items())}"
+    b_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(b_key)), **b_env}
     env_a = slot_env(target, slot, a_env)
     env_b = slot_env(target, slot, b_env)
     b_tree = trees.b if cand is not None else trees.a
     protected = [*list(target.protected), "assay.toml"]
     base_hash = hash_paths(trees.a, protected)
+    last_hash: dict[Path, dict[str, str]] = {trees.a: base_hash}
     if cand is not None:
-        changed = diff_hashes(base_hash, hash_paths(trees.b, protected))
+        last_hash[trees.b] = hash_paths(trees.b, protected)
+        changed = diff_hashes(base_hash, last_hash[trees.b])
         if changed:
             return fail("harness_changed", f"the candidate changes protected paths: {changed}")
 
@@ -129,14 +148,16 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         cwd = trees.a if role is Role.INCUMBENT else b_tree
         env = env_a if role is Role.INCUMBENT else env_b
         run_id = f"{block.block_id}-r{i + 1}"
-        before = hash_paths(cwd, protected)
+        before = last_hash.get(cwd) or hash_paths(cwd, protected)
         r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"r{i + 1}-{role_ch}.out",
                         stderr_path=logs / f"r{i + 1}-{role_ch}.err",
                         limits=target.limits, cancel=cancel)
         if r.cancelled:
             return fail("cancelled", "block cancelled")
-        after_changes = diff_hashes(before, hash_paths(cwd, protected))
+        after = hash_paths(cwd, protected)
+        last_hash[cwd] = after
+        after_changes = diff_hashes(before, after)
         metrics: dict[str, float] = {}
         holdout: dict[str, float] = {}
         if after_changes:

@@ -227,6 +227,15 @@ class Workspace:
             git(["worktree", "add", "--detach", "-f", str(path), "HEAD"], self.root)
         return path
 
+    def is_clean(self, path: Path, commit: str) -> bool:
+        """True when ``path`` is at ``commit`` with no change and no untracked file."""
+        out = git(["status", "--porcelain=v2", "--branch", "--untracked-files=all"], path,
+                  check=False)
+        lines = out.splitlines()
+        oid = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid")), "")
+        changes = [ln for ln in lines if not ln.startswith("#")]
+        return oid == commit and not changes
+
     def reset(self, path: Path, commit: str) -> None:
         git(["checkout", "-q", "--force", "--detach", commit], path)
         git(["clean", "-fdq"], path)
@@ -300,20 +309,40 @@ class Workspace:
         return git(["show", f"{commit}:{path}"], self.root)
 
     def editable_files(self, commit: str, limit_bytes: int = 200_000) -> dict[str, str]:
-        """The editable files at ``commit`` (text only, up to ``limit_bytes`` in total)."""
-        names = git(["ls-tree", "-r", "--name-only", commit], self.root).splitlines()
-        out: dict[str, str] = {}
+        """The editable text files at ``commit``, up to ``limit_bytes`` in total.
+
+        One ``git ls-tree`` and one ``git cat-file --batch``, whatever the number of files.
+        """
+        listing = git(["ls-tree", "-r", "-l", commit], self.root).splitlines()
+        wanted: list[tuple[str, str]] = []
         total = 0
-        for n in names:
-            if self.target.is_editable(n) and not self.target.is_protected(n):
-                try:
-                    text = self.file_at(commit, n)
-                except WorkspaceError:
-                    continue
-                if "\0" in text or total + len(text) > limit_bytes:
-                    continue
-                out[n] = text
-                total += len(text)
+        for line in listing:
+            meta, _, name = line.partition("\t")
+            parts = meta.split()
+            if len(parts) < 4 or parts[1] != "blob" or not parts[3].isdigit():
+                continue
+            if not self.target.is_editable(name) or self.target.is_protected(name):
+                continue
+            size = int(parts[3])
+            if total + size > limit_bytes:
+                continue
+            wanted.append((name, parts[2]))
+            total += size
+        if not wanted:
+            return {}
+        proc = subprocess.run(["git", "cat-file", "--batch"], cwd=self.root,
+                              input="".join(f"{sha}\n" for _, sha in wanted).encode(),
+                              capture_output=True, check=True)
+        out: dict[str, str] = {}
+        data, pos = proc.stdout, 0
+        for name, _sha in wanted:
+            end = data.index(b"\n", pos)
+            size = int(data[pos:end].split()[2])
+            body = data[end + 1:end + 1 + size]
+            pos = end + 1 + size + 1
+            if b"\0" in body:
+                continue
+            out[name] = body.decode("utf-8", errors="replace")
         return out
 
     def checkout(self, name: str, commit: str) -> Path:

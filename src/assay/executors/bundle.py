@@ -50,7 +50,7 @@ def make_bundle(root: Path, commit: str, exclude: Sequence[str] = ()) -> bytes:
 
 
 def has_commit(repo: Path, commit: str) -> bool:
-    return not git(["cat-file", "-t", commit], repo, check=False).strip() != "commit"
+    return git(["cat-file", "-t", commit], repo, check=False).strip() == "commit"
 
 
 def fetch_bundle(repo: Path, data: bytes) -> str:

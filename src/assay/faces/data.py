@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -19,10 +20,11 @@ from .. import lock as lock_mod
 from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
-from ..model import Experiment, ExperimentState, RunResult
+from ..model import Experiment, RunResult
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
-LOG_TAIL_BYTES = 4000
+LOG_TAIL_BYTES = 4000  # per log file on a live experiment page
+REPORT_TAIL_BYTES = 1500  # per log file in the static report (it holds every experiment)
 NOISE_SIGMAS = 2.0
 
 
@@ -35,7 +37,17 @@ def open_readonly(target: Target) -> Journal | None:
     path = journal_file(target)
     if not path.exists():
         return None
-    return Journal.open(path, readonly=True)
+    journal = Journal.open(path, readonly=True)
+    try:
+        ready = journal.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'experiments'"
+        ).fetchone() is not None
+    except sqlite3.DatabaseError:
+        ready = False
+    if not ready:  # a run is creating it right now
+        journal.close()
+        return None
+    return journal
 
 
 def lock_state(target: Target) -> dict[str, Any]:
@@ -109,7 +121,8 @@ def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
     return "none"
 
 
-def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float]) -> dict[str, Any]:
+def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
+         n_runs: int = 0) -> dict[str, Any]:
     d = e.decision
     det = d.details if d else {}
     meta = e.candidate.meta
@@ -122,11 +135,12 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float]) -> 
         "incumbent_value": _finite(det.get("incumbent_value")),
         "effect": _finite(d.effect) if d else None, "lo": _finite(d.lo) if d else None,
         "hi": _finite(d.hi) if d else None,
-        "runs": d.runs_used if d else 0, "pairs": d.pairs_used if d else 0,
+        "runs": d.runs_used if d else n_runs, "pairs": d.pairs_used if d else 0,
         "verdict": d.verdict.value if d else None,
         "reason": e.note or (d.reason if d else ""),
         "commit": e.commit, "created_at": e.created_at, "updated_at": e.updated_at,
-        "tokens_in": _meta_number(meta, "tokens_in"), "tokens_out": _meta_number(meta, "tokens_out"),
+        "tokens_in": _meta_number(meta, "tokens_in"),
+        "tokens_out": _meta_number(meta, "tokens_out"),
         "cost_usd": _meta_number(meta, "cost_usd"),
         "gpu_hours": cost.get("gpu_hours", 0.0), "run_hours": cost.get("run_hours", 0.0),
     }
@@ -224,16 +238,17 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     by_exp: dict[str, list[RunResult]] = {}
     for r in all_runs:
         by_exp.setdefault(r.experiment_id, []).append(r)
-    rows = [_row(e, kinds, run_cost(by_exp.get(e.id, []), gpus)) for e in exps]
+    rows = [_row(e, kinds, run_cost(by_exp.get(e.id, []), gpus), len(by_exp.get(e.id, [])))
+            for e in exps]
     counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
-    baseline = next((r["incumbent_value"] for r in rows if r["incumbent_value"] is not None),
+    for row in rows:
+        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    baseline = next((x["incumbent_value"] for x in rows if x["incumbent_value"] is not None),
                     None)
     best = baseline
-    for r in rows:
-        if r["state"] == "kept" and r["value"] is not None:
-            best = r["value"]
+    for row in rows:
+        if row["state"] == "kept" and row["value"] is not None:
+            best = row["value"]
     cal = journal.get_meta("calibration")
     noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
     inc = journal.incumbent()
@@ -278,8 +293,10 @@ def tail(path: str | Path, limit: int = LOG_TAIL_BYTES) -> str | None:
     return ("…" + text) if size > limit else text
 
 
-def experiment_data(target: Target, journal: Journal, exp_id: str) -> dict[str, Any] | None:
-    """One experiment with its decisions, blocks, runs and log tails (``/experiments/<id>.json``)."""
+def experiment_data(target: Target, journal: Journal, exp_id: str,
+                    tail_bytes: int = LOG_TAIL_BYTES,
+                    order: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """One experiment: decisions, blocks, runs and log tails (``/experiments/<id>.json``)."""
     exp = journal.experiment(exp_id)
     if exp is None:
         return None
@@ -308,8 +325,8 @@ def experiment_data(target: Target, journal: Journal, exp_id: str) -> dict[str, 
             "reason": r.reason, "exit_code": r.exit_code, "wall_s": r.wall_s,
             "worker": r.worker, "gpus": gpus.get(r.worker, 0),
             "stdout_path": _rel(target, r.stdout_path), "stderr_path": _rel(target, r.stderr_path),
-            "stdout": tail(r.stdout_path) if r.stdout_path else None,
-            "stderr": tail(r.stderr_path) if r.stderr_path else None,
+            "stdout": tail(r.stdout_path, tail_bytes) if r.stdout_path else None,
+            "stderr": tail(r.stderr_path, tail_bytes) if r.stderr_path else None,
         })
     out["blocks"] = []
     for b in blocks:
@@ -320,13 +337,14 @@ def experiment_data(target: Target, journal: Journal, exp_id: str) -> dict[str, 
         if logs.is_dir():
             for f in sorted(logs.iterdir()):
                 if f.is_file() and f.name not in known:
-                    extra.append({"name": f.name, "text": tail(f)})
+                    extra.append({"name": f.name, "text": tail(f, tail_bytes)})
         out["blocks"].append({
             "id": b["id"], "kind": b["kind"], "order": b["run_order"], "state": b["state"],
             "slot": b["slot"], "inc_commit": b["inc_commit"], "wall_s": b["wall_s"],
             "error": b["error"], "error_kind": b["error_kind"],
             "checks_passed": b["checks_passed"], "logs": extra})
-    seqs = [e.id for e in journal.experiments()]
+    seqs = list(order) if order is not None else [
+        r[0] for r in journal.conn.execute("SELECT id FROM experiments ORDER BY seq")]
     i = seqs.index(exp_id)
     out["prev"] = seqs[i - 1] if i > 0 else None
     out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None
@@ -351,11 +369,8 @@ def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     data = status_data(target, journal)
     details: dict[str, Any] = {}
     if journal is not None:
-        for e in journal.experiments():
-            details[e.id] = experiment_data(target, journal, e.id)
+        order = [r["id"] for r in data["experiments"]]
+        for exp_id in order:
+            details[exp_id] = experiment_data(target, journal, exp_id, REPORT_TAIL_BYTES, order)
     data["details"] = details
     return data
-
-
-def finished_states() -> tuple[str, ...]:
-    return tuple(s.value for s in ExperimentState if s.is_finished())

@@ -14,7 +14,7 @@ tree; the loop validates every candidate (scope, protected paths, duplicates) af
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,28 @@ class ExperimentSummary:
     hi: float | None
     reason: str
     diffstat: str = ""
+
+
+class LazyFiles(Mapping[str, str]):
+    """The editable files, read from git only when a proposer first looks at them."""
+
+    def __init__(self, load: Callable[[], Mapping[str, str]]) -> None:
+        self._load = load
+        self._data: Mapping[str, str] | None = None
+
+    def _get(self) -> Mapping[str, str]:
+        if self._data is None:
+            self._data = self._load()
+        return self._data
+
+    def __getitem__(self, key: str) -> str:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 @dataclass(frozen=True)

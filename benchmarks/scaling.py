@@ -1,0 +1,203 @@
+"""Parallel efficiency of the local and Ray executors on a fixed-cost benchmark.
+
+The benchmark is a single-threaded CPU loop of a fixed amount of work (calibrated to about
+``--work`` seconds on this machine), run in blocks of two runs (A then B). The same number
+of blocks is measured on one slot and on two:
+
+    efficiency = T1 / (2 × T2)
+
+where T1 and T2 are the wall times from the first submission to the last result. For Ray,
+"one slot" is a one-node cluster and "two slots" the same cluster after a second node
+joins. Every configuration is warmed up first (worktrees, node-local clone, Ray workers)
+and measured ``--repeat`` times; the table shows each repetition, the summary the median.
+
+Usage::
+
+    python benchmarks/scaling.py                 # local and Ray, 8 blocks, 0.5 s runs
+    python benchmarks/scaling.py --only local --blocks 12 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from assay import config
+from assay.executors.base import Executor
+from assay.model import Block, BlockKind, Candidate, Incumbent
+from assay.workspace import Workspace
+
+BENCH = """\
+import os
+n = int(os.environ["ITERS"])
+x = 0
+for i in range(n):
+    x += i * i
+print(f"METRIC score={100 + (x % 7)}")
+"""
+
+CONFIG = """\
+[metric]
+name = "score"
+
+[commands]
+bench = "{python} bench.py"
+
+[scope]
+editable = ["notes.txt"]
+protected = ["bench.py"]
+
+[run]
+slots = {slots}
+
+[env]
+set = {{ ITERS = "{iters}" }}
+
+[executor.ray]
+cache_dir = "{cache}"
+"""
+
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+def calibrate(work_s: float) -> int:
+    """Loop iterations that take ``work_s`` seconds in a fresh interpreter here."""
+    probe = 2_000_000
+    code = f"import time\nt=time.perf_counter()\nx=0\nfor i in range({probe}): x += i*i\n" \
+           "print(time.perf_counter()-t)"
+    best = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout) for _ in range(3))
+    return int(probe * work_s / best)
+
+
+def make_repo(base: Path, iters: int, slots: int) -> tuple[config.Target, Workspace]:
+    root = base / f"repo{slots}"
+    root.mkdir(parents=True)
+    (root / "bench.py").write_text(BENCH)
+    (root / "notes.txt").write_text("x\n")
+    (root / "assay.toml").write_text(CONFIG.format(python=sys.executable, slots=slots,
+                                                   iters=iters, cache=base / "cache"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "bench"]):
+        subprocess.run(["git", *args], cwd=root, check=True, env=env, capture_output=True)
+    target = config.load(root)
+    return target, Workspace(target, "main")
+
+
+def blocks(ws: Workspace, tag: str, n: int) -> list[Block]:
+    head = ws.head()
+    return [Block(f"{tag}-{i}", f"e-{tag}", BlockKind.COMPARE, "AB", Incumbent(head),
+                  Candidate(head), seq=i) for i in range(n)]
+
+
+def measure(ex: Executor, todo: list[Block]) -> float:
+    """Wall time to run every block, keeping every free slot busy."""
+    pending = list(todo)
+    done = 0
+    start = time.perf_counter()
+    while done < len(todo):
+        for _ in ex.free_slot_names():
+            if pending:
+                ex.submit(pending.pop(0))
+        for res in ex.wait(0.5):
+            if res.error or len(res.runs) != 2 or any(r.status.value != "ok" for r in res.runs):
+                raise SystemExit(f"block {res.block_id} failed: {res.error or res.runs}")
+            done += 1
+    return time.perf_counter() - start
+
+
+def run_local(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
+    from assay.executors.local import LocalExecutor
+
+    out = []
+    execs = {}
+    for slots in (1, 2):
+        target, ws = make_repo(base / "local", iters, slots)
+        execs[slots] = LocalExecutor(target, ws)
+        measure(execs[slots], blocks(ws, f"warm{slots}", slots))  # worktrees, caches
+    for r in range(repeat):
+        t1 = measure(execs[1], blocks(execs[1].ws, f"r{r}s1", n))
+        t2 = measure(execs[2], blocks(execs[2].ws, f"r{r}s2", n))
+        out.append((t1, t2))
+    for ex in execs.values():
+        ex.close()
+    return out
+
+
+def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
+    import ray
+
+    from assay.executors.ray import RayConfig, RayExecutor
+    from assay.executors.skypilot import LocalLauncher, NodeSpec, SkyConfig
+
+    os.environ.update(RAY_ENV)
+    launcher = LocalLauncher(SkyConfig(name="scale"), num_cpus=1, env=RAY_ENV)
+    out: list[tuple[float, float]] = []
+    try:
+        head = launcher.launch("scale-head", NodeSpec("head", 1))
+        target, ws = make_repo(base / "ray", iters, 1)
+        cfg = RayConfig(address=head.driver_address, cache_dir=str(base / "cache"),
+                        min_slots=1, connect_timeout_s=120)
+        ex = RayExecutor(target, ws, cfg)
+        measure(ex, blocks(ws, "warm1", 2))
+        t1s = [measure(ex, blocks(ws, f"r{r}n1", n)) for r in range(repeat)]
+        launcher.launch("scale-w1", NodeSpec("worker", 1, head.ray_address))
+        deadline = time.monotonic() + 120
+        while len(ex.free_slot_names()) < 2:
+            if time.monotonic() > deadline:
+                raise SystemExit("the second Ray node did not join")
+            time.sleep(0.5)
+        measure(ex, blocks(ws, "warm2", 4))
+        t2s = [measure(ex, blocks(ws, f"r{r}n2", n)) for r in range(repeat)]
+        out = list(zip(t1s, t2s, strict=True))
+        ex.close()
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        launcher.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--blocks", type=int, default=8, help="blocks per measurement (even)")
+    ap.add_argument("--work", type=float, default=0.5, help="seconds of CPU work per run")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", choices=["local", "ray"], default=None)
+    args = ap.parse_args()
+    iters = calibrate(args.work)
+    load = os.getloadavg()[0]
+    print(f"{os.cpu_count()} CPUs, load average {load:.2f} at start; {iters} iterations "
+          f"per run (~{args.work:g} s), {args.blocks} blocks of 2 runs per measurement\n")
+    results: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="assay-scale-") as tmp:
+        base = Path(tmp)
+        if args.only in (None, "local"):
+            results["local (1 vs 2 slots)"] = run_local(base, iters, args.blocks, args.repeat)
+        if args.only in (None, "ray"):
+            results["ray (1 vs 2 nodes)"] = run_ray(base, iters, args.blocks, args.repeat)
+    print(f"{'executor':<22} {'rep':>3} {'T1 (s)':>8} {'T2 (s)':>8} {'efficiency':>11}")
+    summary = []
+    for name, rows in results.items():
+        effs = []
+        for i, (t1, t2) in enumerate(rows, 1):
+            eff = t1 / (2 * t2)
+            effs.append(eff)
+            print(f"{name:<22} {i:>3} {t1:>8.2f} {t2:>8.2f} {eff:>10.1%}")
+        med = statistics.median(effs)
+        print(f"{name:<22} {'med':>3} {'':>8} {'':>8} {med:>10.1%}")
+        summary.append(f"{name.split()[0]} {med:.1%}")
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    print("SUMMARY parallel efficiency (median of "
+          f"{args.repeat}): " + ", ".join(summary))
+
+
+if __name__ == "__main__":
+    main()

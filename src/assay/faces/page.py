@@ -1,0 +1,71 @@
+"""The HTML shell shared by the report and the live dashboard.
+
+A page is a header, an empty ``<main id="app">``, its configuration and data as embedded
+JSON, and ``app.js``, which draws everything from that data (and, on live pages, keeps
+polling the page's JSON twin). The report inlines every script, plotly.js included, so it
+opens with no network; live pages load plotly.js from the server itself.
+"""
+
+from __future__ import annotations
+
+import html
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+from .data import dumps
+
+
+@cache
+def asset(name: str) -> str:
+    return (resources.files("assay.faces") / "static" / name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.js, from the plotly package (no network)."""
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def _embed(value: Any) -> str:
+    """JSON safe inside a <script> element (no `</script>`, no `<!--`)."""
+    return (dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _inline_script(code: str) -> str:
+    return "<script>" + code.replace("</script", "<\\/script") + "</script>"
+
+
+def render(*, title: str, subtitle: str, config: dict[str, Any], data: Any,
+           inline: bool, base: str = "/", live: bool = False) -> str:
+    """One complete HTML page. ``inline``: embed every asset (the self-contained report)."""
+    if inline:
+        head_assets = f"<style>{asset('app.css')}</style>\n" + _inline_script(plotly_js())
+        app = _inline_script(asset("app.js"))
+    else:
+        head_assets = (f'<link rel="stylesheet" href="{base}static/app.css">\n'
+                       f'<script src="{base}static/plotly.min.js"></script>')
+        app = f'<script src="{base}static/app.js"></script>'
+    live_box = ('<span class="live" id="live"><span class="dot"></span><span>connecting…</span>'
+                '</span>' if live else "")
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+{head_assets}
+</head>
+<body>
+<header class="top"><h1>{html.escape(title)}</h1><span class="where">{html.escape(subtitle)}</span>
+{live_box}</header>
+<main id="app"></main>
+<script id="assay-config" type="application/json">{_embed(config)}</script>
+<script id="assay-data" type="application/json">{_embed(data)}</script>
+{app}
+</body>
+</html>
+"""

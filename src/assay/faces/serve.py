@@ -1,0 +1,236 @@
+"""`assay serve`: the report's pages, live, while a run writes the journal.
+
+Stdlib only (:class:`http.server.ThreadingHTTPServer`). Every page has a JSON twin, and
+the pages poll their twin and redraw in place (no reload):
+
+====================================  ======================================
+``/``                                  ``/api/status.json`` (also ``/index.json``)
+``/experiments/e0003``                 ``/experiments/e0003.json``
+``/report.html``                       the static report, built on request
+``/api/experiments.json``              every experiment's row
+``/api/events.json?since=<id>``        the journal's events after ``id``
+====================================  ======================================
+
+Each request opens the journal read-only (SQLite WAL lets it read while the loop writes)
+and closes it again. Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..config import Target
+from ..errors import AssayError
+from . import page, report
+from .data import dumps, experiment_data, lock_state, open_readonly, status_data
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+POLL_MS = 1000
+_EXP = re.compile(r"^/experiments/(?P<id>[A-Za-z0-9_-]+?)(?P<json>\.json)?/?$")
+_STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8",
+           "plotly.min.js": "text/javascript; charset=utf-8"}
+
+
+class Pages:
+    """Builds every page and JSON twin for one target (thread-safe, read-only)."""
+
+    def __init__(self, target: Target, poll_ms: int = POLL_MS) -> None:
+        self.target = target
+        self.poll_ms = poll_ms
+        self._lock = threading.Lock()
+        self._cache: tuple[Any, dict[str, Any]] | None = None
+
+    def _key(self, journal: Any) -> Any:
+        q = journal.conn.execute
+        return (q("SELECT COUNT(*), MAX(updated_at) FROM experiments").fetchone()[:],
+                q("SELECT MAX(id) FROM events").fetchone()[0],
+                q("SELECT COUNT(*) FROM runs").fetchone()[0],
+                q("SELECT COUNT(*) FROM decisions").fetchone()[0],
+                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None)
+
+    def status(self) -> dict[str, Any]:
+        journal = open_readonly(self.target)
+        try:
+            if journal is None:
+                return status_data(self.target, None)
+            key = self._key(journal)
+            with self._lock:
+                cached = self._cache
+            if cached is not None and cached[0] == key:
+                data = dict(cached[1])
+                data["lock"] = lock_state(self.target)
+                return data
+            data = status_data(self.target, journal)
+            with self._lock:
+                self._cache = (key, data)
+            return data
+        finally:
+            if journal is not None:
+                journal.close()
+
+    def experiment(self, exp_id: str) -> dict[str, Any] | None:
+        journal = open_readonly(self.target)
+        if journal is None:
+            return None
+        try:
+            return experiment_data(self.target, journal, exp_id)
+        finally:
+            journal.close()
+
+    def events(self, since: int) -> list[dict[str, Any]]:
+        journal = open_readonly(self.target)
+        if journal is None:
+            return []
+        try:
+            return journal.events(since_id=since, limit=500)
+        finally:
+            journal.close()
+
+    def _config(self, page_name: str, exp: str | None = None) -> dict[str, Any]:
+        return {"mode": "live", "page": page_name, "exp": exp, "base": "/",
+                "interval": self.poll_ms}
+
+    def overview_html(self) -> str:
+        data = self.status()
+        return page.render(title=f"assay: {self.target.root.name}",
+                           subtitle=f"{data['metric']['name']} · live",
+                           config=self._config("overview"), data=data, inline=False, live=True)
+
+    def experiment_html(self, data: dict[str, Any]) -> str:
+        return page.render(title=f"assay: {self.target.root.name} · {data['id']}",
+                           subtitle=f"{data['metric']['name']} · live",
+                           config=self._config("experiment", str(data["id"])), data=data,
+                           inline=False, live=True)
+
+
+def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "assay"
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def _send(self, status: int, body: bytes, ctype: str, cache: str = "no-store") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", cache)
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _json(self, value: Any, status: int = 200) -> None:
+            self._send(status, dumps(value).encode(), "application/json")
+
+        def _html(self, text: str, status: int = 200) -> None:
+            self._send(status, text.encode(), "text/html; charset=utf-8")
+
+        def _not_found(self, what: str, as_json: bool) -> None:
+            if as_json:
+                self._json({"error": f"not found: {what}"}, 404)
+            else:
+                self._html(f"<!doctype html><title>not found</title><p>not found: "
+                           f"{_escape(what)}</p><p><a href=\"/\">all experiments</a></p>", 404)
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            route = url.path
+            try:
+                self._route(route, parse_qs(url.query))
+            except (BrokenPipeError, ConnectionResetError):
+                return
+            except AssayError as exc:
+                self._json({"error": str(exc)}, 500)
+            except Exception as exc:  # a page bug must not kill the server
+                self._json({"error": f"{type(exc).__name__}: {exc}"}, 500)
+
+        def _route(self, route: str, query: dict[str, list[str]]) -> None:
+            if route in ("/", "/index.html"):
+                self._html(pages.overview_html())
+                return
+            if route in ("/api/status.json", "/index.json", "/status.json"):
+                self._json(pages.status())
+                return
+            if route == "/api/experiments.json":
+                self._json(pages.status()["experiments"])
+                return
+            if route == "/api/events.json":
+                try:
+                    since = int(query.get("since", ["0"])[0])
+                except ValueError:
+                    since = 0
+                self._json(pages.events(since))
+                return
+            if route == "/favicon.ico":
+                self._send(204, b"", "image/x-icon", cache="max-age=86400")
+                return
+            if route == "/report.html":
+                self._html(report.build(pages.target))
+                return
+            if route.startswith("/static/"):
+                name = route[len("/static/"):]
+                if name not in _STATIC:
+                    self._not_found(route, False)
+                    return
+                text = page.plotly_js() if name == "plotly.min.js" else page.asset(name)
+                self._send(200, text.encode(), _STATIC[name], cache="max-age=3600")
+                return
+            m = _EXP.match(route)
+            if m:
+                as_json = bool(m.group("json"))
+                data = pages.experiment(m.group("id"))
+                if data is None:
+                    self._not_found(f"experiment {m.group('id')}", as_json)
+                elif as_json:
+                    self._json(data)
+                else:
+                    self._html(pages.experiment_html(data))
+                return
+            self._not_found(route, route.endswith(".json"))
+
+    return Handler
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def make_server(target: Target, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                poll_ms: int = POLL_MS) -> ThreadingHTTPServer:
+    """A bound server (port 0 picks a free one: read ``server.server_address``)."""
+    server = ThreadingHTTPServer((host, port), make_handler(Pages(target, poll_ms)))
+    server.daemon_threads = True
+    return server
+
+
+def serve(target: Target, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          poll_ms: int = POLL_MS, ready: Callable[[str], None] | None = None) -> None:
+    """Serve until interrupted (Ctrl-C)."""
+    server = make_server(target, host, port, poll_ms)
+    bound_host, bound_port = server.server_address[:2]
+    url = f"http://{_url_host(str(bound_host))}:{bound_port}/"
+    if ready is not None:
+        ready(url)
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

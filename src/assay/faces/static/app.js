@@ -1,0 +1,486 @@
+/* assay pages: the static report and the live dashboard share this script.
+ *
+ * The page carries its configuration (#assay-config) and its first data (#assay-data) as
+ * JSON. In "report" mode everything is embedded and nothing is fetched. In "live" mode the
+ * page polls its JSON twin and redraws in place, without reloading.
+ * Text from the journal is always inserted as text (never as HTML).
+ */
+(function () {
+  "use strict";
+
+  var cfg = JSON.parse(document.getElementById("assay-config").textContent);
+  var data = JSON.parse(document.getElementById("assay-data").textContent);
+  var view = { sortKey: "seq", sortDir: 1, version: null, seen: null, updates: 0, failures: 0 };
+  var COLORS = { kept: "#1a9850", discarded: "#9e9e9e", invalid: "#e08a00", crashed: "#d73027",
+                 running: "#2c7fb8", measured: "#2c7fb8", queued: "#74a9cf", proposed: "#74a9cf" };
+  window.assay = { view: view, cfg: cfg, data: function () { return data; } };
+
+  // -- small helpers -------------------------------------------------------------------
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (k) {
+        var v = attrs[k];
+        if (v === null || v === undefined || v === false) return;
+        if (k === "text") node.textContent = String(v);
+        else if (k === "cls") node.className = v;
+        else if (k.slice(0, 2) === "on") node.addEventListener(k.slice(2), v);
+        else node.setAttribute(k, v === true ? "" : String(v));
+      });
+    }
+    for (var i = 2; i < arguments.length; i++) add(node, arguments[i]);
+    return node;
+  }
+  function add(node, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) { child.forEach(function (c) { add(node, c); }); return; }
+    node.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
+  }
+  function num(v) {
+    if (v === null || v === undefined || typeof v !== "number" || !isFinite(v)) return "–";
+    if (v !== 0 && (Math.abs(v) >= 1e6 || Math.abs(v) < 1e-3)) return v.toExponential(3);
+    return String(Number(v.toPrecision(4)));
+  }
+  function pct(v) {
+    if (v === null || v === undefined || !isFinite(v)) return "–";
+    return (v >= 0 ? "+" : "") + (100 * v).toFixed(2) + "%";
+  }
+  function interval(lo, hi) { return (lo === null || lo === undefined) ? "–" : "[" + pct(lo) + ", " + pct(hi) + "]"; }
+  function hours(v) { return (v === null || v === undefined) ? "–" : (v < 0.01 ? (v * 3600).toFixed(1) + " s" : v.toFixed(3) + " h"); }
+  function usd(v) { return (v === null || v === undefined) ? "–" : "$" + v.toFixed(v < 1 ? 4 : 2); }
+  function ints(v) { return (v === null || v === undefined) ? "–" : Math.round(v).toLocaleString("en-US"); }
+  function when(ts) {
+    if (!ts) return "–";
+    var d = new Date(ts * 1000);
+    return d.toISOString().replace("T", " ").slice(0, 19) + "Z";
+  }
+  function badge(state) { return el("span", { cls: "badge " + state, text: state }); }
+  function unit() { return data.metric && data.metric.unit ? " " + data.metric.unit : ""; }
+  function expHref(id) { return cfg.mode === "live" ? cfg.base + "experiments/" + id : "#" + id; }
+  function params(p) {
+    var keys = Object.keys(p || {});
+    return keys.length ? keys.map(function (k) { return k + "=" + p[k]; }).join(", ") : "";
+  }
+  function replace(id, node) {
+    var old = document.getElementById(id);
+    node.id = id;
+    if (old) old.replaceWith(node); else document.getElementById("app").appendChild(node);
+    return node;
+  }
+
+  // -- the overview --------------------------------------------------------------------
+  function summary() {
+    var m = data.metric || {};
+    var counts = data.counts || {};
+    var states = Object.keys(counts).sort().map(function (k) { return k + " " + counts[k]; });
+    var cal = data.calibration || {};
+    var cost = data.cost || {};
+    var lock = data.lock || {};
+    return el("section", null,
+      el("div", { cls: "cards" },
+        card("metric", m.name, (m.direction === "minimize" ? "lower" : "higher") + " is better" + (m.unit ? " · " + m.unit : "")),
+        card("baseline", num(data.baseline), "the first incumbent"),
+        card("best", num(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline"),
+        card("experiments", String((data.experiments || []).length), states.join(", ")),
+        card("noise (pair σ)", cal.pooled === undefined || cal.pooled === null ? "–" : pct(cal.pooled).replace("+", ""), cal.message ? "δ " + pct(cal.delta) : "no calibration"),
+        card("cost per kept", cost.gpu_hours_per_kept === null || cost.gpu_hours_per_kept === undefined ? "–" : hours(cost.gpu_hours_per_kept) + " GPU",
+             cost.kept ? "tokens " + ints(cost.tokens_per_kept) + " · " + usd(cost.cost_usd_per_kept) : "nothing kept yet"),
+        card("run", lock.running ? "running" : "idle", data.branch || "")),
+      cal.message ? el("p", { cls: "note", text: "calibration: " + cal.message }) : null);
+  }
+  function card(k, v, s) {
+    return el("div", { cls: "card" }, el("div", { cls: "k", text: k }), el("div", { cls: "v", text: v }),
+              s ? el("div", { cls: "s", text: s }) : null);
+  }
+
+  function chartTraces() {
+    var p = data.progress || { points: [], best: { x: [], y: [] }, band: null };
+    var traces = [];
+    if (p.band) {
+      traces.push({ x: p.best.x, y: p.band.lower, mode: "lines", line: { width: 0, shape: "hv" },
+                    hoverinfo: "skip", showlegend: false, name: "band-lower" });
+      traces.push({ x: p.best.x, y: p.band.upper, mode: "lines", fill: "tonexty",
+                    fillcolor: "rgba(26,152,80,0.13)", line: { width: 0, shape: "hv" },
+                    hoverinfo: "skip", name: "incumbent ± " + p.band.sigmas + "σ noise" });
+    }
+    traces.push({ x: p.best.x, y: p.best.y, mode: "lines", name: "running best (kept)",
+                  line: { color: COLORS.kept, width: 2.5, shape: "hv" }, hoverinfo: "skip" });
+    var groups = [
+      ["kept", "kept", "circle", 11],
+      ["discarded", "discarded", "circle", 8],
+      ["crashed", "crashed", "x", 11],
+      ["invalid", "invalid", "diamond-open", 10],
+      ["pending", "running / queued", "circle-open", 9]
+    ];
+    groups.forEach(function (g) {
+      var pts = p.points.filter(function (q) {
+        return g[0] === "pending" ? ["kept", "discarded", "crashed", "invalid"].indexOf(q.state) < 0 : q.state === g[0];
+      });
+      if (!pts.length) return;
+      traces.push({
+        x: pts.map(function (q) { return q.seq; }), y: pts.map(function (q) { return q.y; }),
+        customdata: pts.map(function (q) { return q.id; }),
+        text: pts.map(function (q) {
+          return q.id + " " + q.state + (q.measured ? "" : " (no value)") + "<br>" +
+            String(q.hypothesis || "").replace(/[<>&]/g, " ").slice(0, 80) +
+            (q.effect === null || q.effect === undefined ? "" : "<br>effect " + pct(q.effect));
+        }),
+        hovertemplate: "%{text}<extra></extra>", mode: "markers", name: g[1],
+        marker: { symbol: g[2], size: g[3], color: COLORS[g[0]] || COLORS.running,
+                  line: { width: g[0] === "crashed" ? 0 : 1, color: g[0] === "discarded" ? "#777" : COLORS[g[0]] || COLORS.running } }
+      });
+    });
+    return traces;
+  }
+  function chartLayout() {
+    var m = data.metric || {};
+    return {
+      margin: { l: 64, r: 16, t: 12, b: 44 }, height: 400, hovermode: "closest",
+      xaxis: { title: { text: "experiment" }, zeroline: false, rangemode: "tozero" },
+      yaxis: { title: { text: (m.name || "metric") + (m.unit ? " (" + m.unit + ")" : "") +
+                        (m.direction === "minimize" ? " ↓ better" : " ↑ better") } },
+      legend: { orientation: "h", y: 1.08, x: 0 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      annotations: (data.progress && data.progress.points.length) ? [] : [{
+        text: "no experiments yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+        font: { size: 16, color: "#6b7280" } }]
+    };
+  }
+  function drawChart(first) {
+    var div = document.getElementById("progress-chart");
+    if (!div) return;
+    if (typeof Plotly === "undefined") {
+      div.textContent = "the chart library did not load";
+      return;
+    }
+    var conf = { displaylogo: false, responsive: true,
+                 modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"] };
+    Plotly.react(div, chartTraces(), chartLayout(), conf).then(function () {
+      div.dataset.points = String((data.progress || { points: [] }).points.length);
+      div.dataset.rendered = "1";
+    });
+    if (first && div.on) {
+      div.on("plotly_click", function (ev) {
+        var id = ev && ev.points && ev.points[0] && ev.points[0].customdata;
+        if (!id) return;
+        if (cfg.mode === "live") window.location.href = expHref(id);
+        else openDetail(id, true);
+      });
+    }
+  }
+
+  var COLUMNS = [
+    ["seq", "#", "num"], ["id", "id"], ["state", "state"], ["proposer", "proposer"],
+    ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value", "num"],
+    ["effect", "effect", "num"], ["lo", "interval", "num"], ["runs", "runs", "num"],
+    ["gpu_hours", "GPU h", "num"], ["tokens", "tokens", "num"], ["cost_usd", "cost", "num"]
+  ];
+  function sortValue(r, key) {
+    if (key === "tokens") return (r.tokens_in || 0) + (r.tokens_out || 0);
+    return r[key];
+  }
+  function sortedRows() {
+    var rows = (data.experiments || []).slice();
+    var k = view.sortKey, dir = view.sortDir;
+    rows.sort(function (a, b) {
+      var x = sortValue(a, k), y = sortValue(b, k);
+      var xn = x === null || x === undefined, yn = y === null || y === undefined;
+      if (xn && yn) return a.seq - b.seq;
+      if (xn) return 1;
+      if (yn) return -1;
+      var c = (typeof x === "number" && typeof y === "number") ? x - y : String(x).localeCompare(String(y));
+      return c === 0 ? a.seq - b.seq : c * dir;
+    });
+    return rows;
+  }
+  function table() {
+    var head = el("tr", null, COLUMNS.map(function (c) {
+      var cls = "sortable" + (c[2] ? " num" : "");
+      if (view.sortKey === c[0]) cls += view.sortDir > 0 ? " sorted-asc" : " sorted-desc";
+      return el("th", { cls: cls, "data-key": c[0], text: c[1], title: "sort by " + c[1],
+                        onclick: function () {
+                          if (view.sortKey === c[0]) view.sortDir = -view.sortDir;
+                          else { view.sortKey = c[0]; view.sortDir = 1; }
+                          replace("experiments-table", table());
+                        } });
+    }));
+    var seen = view.seen;
+    var body = el("tbody", null, sortedRows().map(function (r) {
+      var fresh = seen !== null && !seen[r.id];
+      return el("tr", { "data-id": r.id, "data-state": r.state, cls: fresh ? "new" : null },
+        el("td", { cls: "num", text: r.seq }),
+        el("td", null, el("a", { href: expHref(r.id), text: r.id, onclick: cfg.mode === "live" ? null : function (ev) { ev.preventDefault(); openDetail(r.id, true); } })),
+        el("td", null, badge(r.state)),
+        el("td", { text: r.proposer }),
+        el("td", { text: r.source_kind }),
+        el("td", { cls: "hyp", text: r.hypothesis + (params(r.params) ? " (" + params(r.params) + ")" : "") }),
+        el("td", { cls: "num", text: num(r.value) }),
+        el("td", { cls: "num", text: pct(r.effect) }),
+        el("td", { cls: "num", text: interval(r.lo, r.hi) }),
+        el("td", { cls: "num", text: r.runs }),
+        el("td", { cls: "num", text: hours(r.gpu_hours) }),
+        el("td", { cls: "num", text: (r.tokens_in || r.tokens_out) ? ints(r.tokens_in + r.tokens_out) : "–" }),
+        el("td", { cls: "num", text: r.cost_usd ? usd(r.cost_usd) : "–" }));
+    }));
+    var foot = (data.experiments || []).length ? null : el("tfoot", null, el("tr", null,
+      el("td", { colspan: COLUMNS.length, cls: "empty", text: "no experiments yet" })));
+    return el("table", { cls: "experiments" }, el("thead", null, head), body, foot);
+  }
+
+  function rateTable(title, rows) {
+    return el("div", null, el("h3", { text: title }),
+      rows.length ? el("table", { cls: "rates" },
+        el("thead", null, el("tr", null, ["name", "finished", "kept", "discarded", "invalid", "crashed", "win rate"].map(function (h, i) {
+          return el("th", { cls: i ? "num" : null, text: h });
+        }))),
+        el("tbody", null, rows.map(function (g) {
+          return el("tr", { "data-name": g.name },
+            el("td", { text: g.name }), el("td", { cls: "num", text: g.finished }),
+            el("td", { cls: "num", text: g.kept }), el("td", { cls: "num", text: g.discarded }),
+            el("td", { cls: "num", text: g.invalid }), el("td", { cls: "num", text: g.crashed }),
+            el("td", { cls: "num", text: g.win_rate === null ? "–" : (100 * g.win_rate).toFixed(0) + "%" }));
+        }))) : el("p", { cls: "empty", text: "no experiments yet" }));
+  }
+  function rates() {
+    var w = data.win_rates || { proposer: [], source_kind: [] };
+    return el("section", null, el("h2", { text: "Win rates" }),
+      el("div", { cls: "grid2" }, rateTable("by proposer", w.proposer),
+         rateTable("by source kind of the hypothesis", w.source_kind)));
+  }
+  function costs() {
+    var c = data.cost || {};
+    function row(name, total, per, fmt) {
+      return el("tr", null, el("td", { text: name }), el("td", { cls: "num", text: fmt(total) }),
+                el("td", { cls: "num", text: fmt(per) }));
+    }
+    return el("section", null, el("h2", { text: "Cost" }),
+      el("table", { cls: "cost", style: "max-width: 640px" },
+        el("thead", null, el("tr", null, el("th", { text: "" }), el("th", { cls: "num", text: "total" }),
+           el("th", { cls: "num", text: "per kept improvement (" + (c.kept || 0) + " kept)" }))),
+        el("tbody", null,
+          row("GPU hours (run wall time × GPUs of the slot)", c.gpu_hours, c.gpu_hours_per_kept, hours),
+          row("benchmark run hours", c.run_hours, c.run_hours_per_kept, hours),
+          row("LLM tokens (in + out)", c.tokens, c.tokens_per_kept, ints),
+          row("LLM cost", c.cost_usd, c.cost_usd_per_kept, usd))));
+  }
+  function events() {
+    var evs = data.events || [];
+    return el("section", null, el("h2", { text: "Recent events" }),
+      evs.length ? el("ul", { cls: "events" }, evs.map(function (e) {
+        return el("li", null, el("span", { cls: "ts", text: when(e.ts) }), e.message);
+      })) : el("p", { cls: "empty", text: "no events yet" }));
+  }
+
+  function renderOverview(first) {
+    replace("summary", summary());
+    if (first) {
+      document.getElementById("app").appendChild(el("section", { id: "chart-section" },
+        el("h2", { text: "Progress" }),
+        el("p", { cls: "note", text: "Each experiment in order: kept ones joined as the running best (step line), discarded grey, crashed ✕ red, invalid ◇ orange (drawn at the incumbent's value: they have none); the band is the incumbent's noise." }),
+        el("div", { id: "progress-chart" })));
+      document.getElementById("app").appendChild(el("h2", { id: "experiments-title", text: "Experiments" }));
+    }
+    drawChart(first);
+    replace("experiments-table", table());
+    replace("rates", rates());
+    replace("costs", costs());
+    if (cfg.mode === "live") replace("events", events());
+    var seen = {};
+    (data.experiments || []).forEach(function (r) { seen[r.id] = true; });
+    view.seen = seen;
+  }
+
+  // -- one experiment ------------------------------------------------------------------
+  function diffView(patch) {
+    if (!patch || !patch.trim()) return el("p", { cls: "empty", text: "no patch (parameters only)" });
+    return el("pre", { cls: "diff" }, patch.split("\n").map(function (line) {
+      var cls = null;
+      if (/^(\+\+\+|---|diff --git)/.test(line)) cls = "file";
+      else if (line.charAt(0) === "+") cls = "add";
+      else if (line.charAt(0) === "-") cls = "del";
+      else if (line.slice(0, 2) === "@@") cls = "hunk";
+      return cls ? el("span", { cls: cls, text: line }) : line + "\n";
+    }));
+  }
+  function intervalBar(d, delta) {
+    if (d.lo === null || d.lo === undefined || d.hi === null || d.hi === undefined) return null;
+    var lo = Math.min(d.lo, 0, delta || 0), hi = Math.max(d.hi, 0, delta || 0);
+    var pad = (hi - lo) * 0.15 || 0.01;
+    lo -= pad; hi += pad;
+    var W = 520, X = function (v) { return 10 + (W - 20) * (v - lo) / (hi - lo); };
+    var ns = "http://www.w3.org/2000/svg";
+    var svg = document.createElementNS(ns, "svg");
+    svg.setAttribute("viewBox", "0 0 " + W + " 48");
+    svg.setAttribute("class", "bar");
+    function s(tag, attrs, text) {
+      var n = document.createElementNS(ns, tag);
+      Object.keys(attrs).forEach(function (k) { n.setAttribute(k, attrs[k]); });
+      if (text) n.textContent = text;
+      svg.appendChild(n);
+    }
+    var color = d.verdict === "keep" ? COLORS.kept : d.verdict === "discard" ? COLORS.discarded : COLORS.running;
+    s("line", { x1: X(0), x2: X(0), y1: 10, y2: 34, stroke: "#333", "stroke-width": 1 });
+    s("text", { x: X(0), y: 44, "font-size": 10, "text-anchor": "middle" }, "0");
+    if (delta) {
+      s("line", { x1: X(delta), x2: X(delta), y1: 10, y2: 34, stroke: COLORS.kept, "stroke-dasharray": "3,3" });
+      s("text", { x: X(delta) + 3, y: 9, "font-size": 10, "text-anchor": "start", fill: COLORS.kept }, "δ " + pct(delta));
+    }
+    s("text", { x: X(d.lo), y: 44, "font-size": 10, "text-anchor": "middle", fill: "#555" }, pct(d.lo));
+    s("text", { x: X(d.hi), y: 44, "font-size": 10, "text-anchor": "middle", fill: "#555" }, pct(d.hi));
+    s("rect", { x: X(d.lo), y: 13, width: Math.max(2, X(d.hi) - X(d.lo)), height: 12, fill: color, opacity: 0.35 });
+    if (d.effect !== null && d.effect !== undefined) s("circle", { cx: X(d.effect), cy: 19, r: 5, fill: color });
+    return svg;
+  }
+  function kv(pairs) {
+    return el("div", { cls: "kv" }, pairs.filter(function (p) { return p[1] !== null && p[1] !== undefined && p[1] !== ""; }).map(function (p) {
+      return [el("div", { cls: "k", text: p[0] }), el("div", { cls: "v" }, p[1])];
+    }));
+  }
+  function logBlock(label, text) {
+    if (text === null || text === undefined) return null;
+    return el("details", { cls: "log" }, el("summary", { text: label + (text ? "" : " (empty)") }),
+              el("pre", { cls: "logtext", text: text || "" }));
+  }
+  function experimentBody(x) {
+    var c = x.cost || {};
+    var hyp = x.hypothesis_record;
+    var parts = [];
+    parts.push(kv([
+      ["state", badge(x.state)], ["hypothesis", x.hypothesis], ["proposer", x.proposer],
+      ["source kind", x.source_kind + (hyp ? " — " + hyp.text + (hyp.sources.length ? " (" + hyp.sources.join(", ") + ")" : "") : "")],
+      ["sources", (x.sources || []).join(", ")], ["parameters", params(x.params)],
+      ["reason", x.note], ["commit", x.commit], ["base commit", (x.base_commit || "").slice(0, 12)],
+      ["created", when(x.created_at)],
+      ["cost", hours(c.gpu_hours) + " GPU, " + hours(c.run_hours) + " run" +
+        ((c.tokens_in || c.tokens_out) ? ", " + ints(c.tokens_in) + " + " + ints(c.tokens_out) + " tokens" : "") +
+        (c.cost_usd ? ", " + usd(c.cost_usd) : "")]
+    ]));
+    parts.push(el("h3", { text: "Decision" }));
+    var decs = x.decisions || [];
+    if (!decs.length) parts.push(el("p", { cls: "empty", text: x.finished || ["kept", "discarded", "invalid", "crashed"].indexOf(x.state) >= 0 ? "no decision: " + (x.note || x.state) : "no decision yet" }));
+    else {
+      var last = decs[decs.length - 1];
+      parts.push(intervalBar(last, last.delta));
+      parts.push(el("table", { cls: "decisions" },
+        el("thead", null, el("tr", null, ["rule", "verdict", "effect", "interval", "δ", "pairs", "runs", "reason"].map(function (h) { return el("th", { text: h }); }))),
+        el("tbody", null, decs.map(function (d) {
+          return el("tr", null, el("td", { text: d.rule }), el("td", { text: d.verdict }),
+            el("td", { cls: "num", text: pct(d.effect) }), el("td", { cls: "num", text: interval(d.lo, d.hi) }),
+            el("td", { cls: "num", text: pct(d.delta) }), el("td", { cls: "num", text: d.pairs_used }),
+            el("td", { cls: "num", text: d.runs_used }), el("td", { text: d.reason }));
+        }))));
+    }
+    parts.push(el("h3", { text: "Diff" }));
+    parts.push(diffView(x.patch));
+    parts.push(el("h3", { text: "Runs" }));
+    var runs = x.runs || [];
+    if (!runs.length) parts.push(el("p", { cls: "empty", text: "no runs yet" }));
+    else parts.push(el("table", { cls: "runs" },
+      el("thead", null, el("tr", null, ["run", "role", "status", "metrics", "slot", "wall", "exit", "reason"].map(function (h) { return el("th", { text: h }); }))),
+      el("tbody", null, runs.map(function (r) {
+        return el("tr", { "data-run": r.run_id }, el("td", { text: r.run_id }),
+          el("td", { text: r.role === "A" ? "A (incumbent)" : "B (candidate)" }),
+          el("td", null, el("span", { cls: "badge " + runClass(r.status), text: r.status })),
+          el("td", { text: Object.keys(r.metrics || {}).map(function (k) { return k + "=" + num(r.metrics[k]); }).join(", ") }),
+          el("td", { text: r.worker }), el("td", { cls: "num", text: (r.wall_s || 0).toFixed(2) + " s" }),
+          el("td", { cls: "num", text: r.exit_code === null ? "–" : r.exit_code }), el("td", { text: r.reason }));
+      }))));
+    parts.push(el("h3", { text: "Logs" }));
+    var logs = [];
+    runs.forEach(function (r) {
+      logs.push(logBlock(r.run_id + " stdout (" + r.stdout_path + ")", r.stdout));
+      logs.push(logBlock(r.run_id + " stderr (" + r.stderr_path + ")", r.stderr));
+    });
+    (x.blocks || []).forEach(function (b) {
+      if (b.error) logs.push(el("p", { cls: "note", text: b.id + ": " + b.error_kind + ": " + b.error }));
+      (b.logs || []).forEach(function (f) { logs.push(logBlock(b.id + " " + f.name, f.text)); });
+    });
+    logs = logs.filter(function (n) { return n; });
+    parts.push(logs.length ? el("div", { cls: "logs" }, logs) : el("p", { cls: "empty", text: "no log files" }));
+    return el("div", { cls: "exp-body" }, parts);
+  }
+
+  function runClass(status) {
+    return status === "ok" ? "kept" : (status === "invalid" || status === "suspicious") ? "invalid" : "crashed";
+  }
+
+  function openDetail(id, scroll) {
+    var d = document.getElementById(id);
+    if (!d) return;
+    d.open = true;
+    if (scroll) { d.scrollIntoView({ block: "start" }); history.replaceState(null, "", "#" + id); }
+  }
+
+  function renderReportDetails() {
+    var details = data.details || {};
+    var box = el("section", { id: "details" }, el("h2", { text: "Experiments in detail" }),
+      (data.experiments || []).map(function (r) {
+        var x = details[r.id];
+        if (!x) return null;
+        return el("details", { cls: "exp", id: r.id },
+          el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
+             r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)),
+          experimentBody(x));
+      }));
+    document.getElementById("app").appendChild(box);
+    if (location.hash.length > 1) openDetail(location.hash.slice(1), true);
+    window.addEventListener("hashchange", function () { openDetail(location.hash.slice(1), true); });
+  }
+
+  function renderExperimentPage() {
+    var x = data;
+    var nav = el("div", { cls: "nav" }, el("a", { href: cfg.base, text: "← all experiments" }),
+      x.prev ? el("a", { href: expHref(x.prev), text: "‹ " + x.prev }) : null,
+      x.next ? el("a", { href: expHref(x.next), text: x.next + " ›" }) : null,
+      el("a", { href: expHref(x.id) + ".json", text: "JSON" }));
+    replace("experiment", el("section", null, nav,
+      el("h2", null, x.id + " ", badge(x.state), " " + x.hypothesis), experimentBody(x)));
+  }
+
+  // -- live updates --------------------------------------------------------------------
+  function setLive(ok, text) {
+    var box = document.getElementById("live");
+    if (!box) return;
+    box.className = "live" + (ok ? " on" : "");
+    box.lastChild.textContent = text;
+  }
+  function poll() {
+    var url = cfg.page === "experiment" ? cfg.base + "experiments/" + cfg.exp + ".json" : cfg.base + "api/status.json";
+    fetch(url, { cache: "no-store" }).then(function (resp) {
+      if (!resp.ok) throw new Error("HTTP " + resp.status);
+      return resp.json();
+    }).then(function (fresh) {
+      view.failures = 0;
+      var version = cfg.page === "experiment" ? JSON.stringify([fresh.state, (fresh.runs || []).length, (fresh.decisions || []).length, (fresh.blocks || []).length]) : fresh.version;
+      var running = cfg.page === "experiment" ? !fresh.finished : !!(fresh.lock && fresh.lock.running);
+      setLive(true, (running ? "live · run in progress" : "live · no run holds the lock") + " · updated " + new Date().toLocaleTimeString());
+      if (version !== view.version) {
+        view.version = version;
+        data = fresh;
+        view.updates += 1;
+        document.body.dataset.updates = String(view.updates);
+        if (cfg.page === "experiment") renderExperimentPage(); else renderOverview(false);
+        document.body.dataset.version = String(version);
+      }
+    }).catch(function (err) {
+      view.failures += 1;
+      setLive(false, "disconnected (" + err.message + "); retrying");
+    }).then(function () {
+      window.setTimeout(poll, cfg.interval * (view.failures ? Math.min(10, 1 + view.failures) : 1));
+    });
+  }
+
+  // -- start ---------------------------------------------------------------------------
+  try {
+    if (cfg.page === "experiment") renderExperimentPage();
+    else {
+      renderOverview(true);
+      if (cfg.mode === "report") renderReportDetails();
+    }
+    view.version = cfg.page === "experiment" ? null : data.version;
+    document.body.dataset.ready = "1";
+    if (cfg.mode === "live") window.setTimeout(poll, cfg.interval);
+  } catch (err) {
+    document.getElementById("app").appendChild(el("pre", { text: "could not draw the page: " + err }));
+    throw err;
+  }
+})();

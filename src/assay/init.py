@@ -1,0 +1,558 @@
+"""`assay init`: look at a repository, propose an ``assay.toml``, write it.
+
+Detection only reads files; it runs nothing. It recognises, in this order of precedence
+for the metric and the benchmark:
+
+- a **pi-autoresearch** project: ``autoresearch.sh`` is the benchmark,
+  ``autoresearch.checks.sh`` the checks, and the metric names are found by searching the
+  scripts for ``METRIC name=`` (the first one found is the primary metric, the others are
+  offered as commented-out guards);
+- a **karpathy autoresearch** layout: ``train.py`` printing ``key: value`` lines after a
+  ``---`` line, ``prepare.py`` (protected) and ``program.md`` (the brief); the metric is
+  ``val_bpb`` (minimize) read with the ``summary_block`` reader, ``train.py`` is editable.
+
+and, adding to whatever else was found:
+
+- **pytest** (``tests/``, ``conftest.py``, ``pytest.ini`` or a pytest section in
+  ``pyproject.toml``/``setup.cfg``/``tox.ini``): checks = ``python -m pytest -q``;
+- **CMake** (``CMakeLists.txt``): a Release build, and ``ctest`` as checks when the project
+  enables testing;
+- **pyproject.toml**: the package sources (``src/**/*.py`` for a src layout) are editable.
+
+A direction guessed from a metric's name (``*_ms``, ``latency``, ``loss``, ``bpb`` ...:
+minimize; otherwise maximize) is listed in the plan's notes, and in the rendered file, as
+a guess to check. When nothing gives a metric and a benchmark, the plan says so
+(:attr:`InitPlan.missing`) and :func:`ask_plan` asks for them through a prompt function.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .config import CONFIG_NAME, READERS, parse
+from .errors import ConfigError
+
+__all__ = [
+    "InitPlan",
+    "ask_plan",
+    "detect",
+    "guess_direction",
+    "render",
+    "write_config",
+]
+
+Prompt = Callable[[str, str], str]
+
+_METRIC_IN_SCRIPT = re.compile(r"METRIC\s+([A-Za-z_][\w.\-/]*)\s*=")
+_SUMMARY_PRINT = re.compile(r"""print\(\s*f?["']\s*([A-Za-z_]\w*)\s*:""")
+_CODE_EXTS = (".py", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".rs",
+              ".go", ".js", ".ts", ".java", ".zig", ".jl")
+_SKIP_DIRS = {"node_modules", "__pycache__", "build", "dist", "venv", "target", "tests",
+              "test", "third_party", "vendor", "external"}
+_MINIMIZE_WORDS = {
+    "ms", "us", "ns", "s", "sec", "secs", "seconds", "second", "time", "times", "latency",
+    "duration", "elapsed", "wall", "loss", "bpb", "bpc", "perplexity", "ppl", "error",
+    "err", "errors", "mem", "memory", "bytes", "kb", "kib", "mb", "mib", "gb", "gib",
+    "rss", "peak", "size", "cost", "cycles", "instructions", "misses", "p50", "p90",
+    "p95", "p99", "mae", "mse", "rmse", "wer", "cer", "regret",
+}
+
+
+@dataclass(frozen=True)
+class InitPlan:
+    """What ``assay init`` proposes to write, and why."""
+
+    root: Path
+    layout: str = "none"  # pi-autoresearch, autoresearch, cmake, pytest, pyproject, none
+    found: tuple[str, ...] = ()  # what detection saw, one sentence each
+    notes: tuple[str, ...] = ()  # guesses the user should check
+    metric: str = ""
+    direction: str = "maximize"
+    reader: str = "metric_lines"
+    json_path: str = ""
+    bench: str = ""
+    bench_timeout: float | None = None
+    build: str = ""
+    checks: str = ""
+    editable: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
+    brief: str = ""
+    other_metrics: tuple[tuple[str, str], ...] = ()  # (name, direction): offered as guards
+    slots: int = 1
+    budget: int = 20
+    proposer: str = "llm"
+    rule: str = "sequential"
+    delta: float = 0.01
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """What detection could not find and a person must give (empty: complete)."""
+        out = []
+        if not self.metric:
+            out.append("metric")
+        if not self.bench:
+            out.append("bench")
+        if not self.editable:
+            out.append("editable")
+        return tuple(out)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def detected(self) -> bool:
+        """Whether any known layout was recognised."""
+        return self.layout != "none"
+
+    def describe(self) -> str:
+        """The plan in words, for the CLI to show before writing."""
+        lines = [f"layout: {self.layout if self.detected else 'nothing recognised'}"]
+        lines += [f"  found: {f}" for f in self.found]
+        lines += [f"  guess: {n}" for n in self.notes]
+        if self.missing:
+            lines.append("  missing: " + ", ".join(self.missing)
+                         + " (answer the questions, or edit assay.toml)")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def guess_direction(name: str) -> tuple[str, str]:
+    """A direction for a metric name, and the reason in words."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    if "per" in words:  # a rate: judge the numerator (tokens_per_s, ms_per_token)
+        words = words[: words.index("per")]
+    for word in reversed(words):
+        if word in _MINIMIZE_WORDS:
+            return "minimize", f"'{word}' in the name reads as a cost"
+    return "maximize", "nothing in the name reads as a cost (time, memory, loss, error)"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _referenced_files(root: Path, script: str) -> list[str]:
+    """Files next to ``root`` that a shell script mentions by name (bench helpers)."""
+    out: list[str] = []
+    for token in re.findall(r"[\w./\-]+", script):
+        token = token.removeprefix("./")
+        if not token or token.startswith(("/", "-")) or ".." in token.split("/"):
+            continue
+        if "." not in token.rsplit("/", 1)[-1]:
+            continue
+        path = root / token
+        if path.is_file() and token not in out:
+            out.append(token)
+    return out
+
+
+def _metric_names(texts: Iterable[str]) -> list[str]:
+    names: list[str] = []
+    for text in texts:
+        for name in _METRIC_IN_SCRIPT.findall(text):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _has_pytest(root: Path) -> str:
+    """Why this looks like a pytest project, or '' when it does not."""
+    for name in ("pytest.ini", "conftest.py"):
+        if (root / name).is_file():
+            return f"{name} exists"
+    for name, marker in (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]"),
+                         ("tox.ini", "[pytest]")):
+        if marker in _read(root / name):
+            return f"{name} configures pytest"
+    tests = root / "tests"
+    if tests.is_dir() and (any(tests.rglob("test_*.py")) or any(tests.rglob("*_test.py"))):
+        return "tests/ holds test_*.py files"
+    return ""
+
+
+def _walk_code(root: Path, max_depth: int = 4) -> list[str]:
+    """Code files under ``root`` (relative POSIX paths), skipping tests, builds, venvs."""
+    found: list[str] = []
+    root_depth = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        depth = len(here.parts) - root_depth
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and d not in _SKIP_DIRS and not d.endswith(".egg-info")
+                             ) if depth < max_depth else []
+        for fname in sorted(filenames):
+            if Path(fname).suffix in _CODE_EXTS and not fname.startswith("test_"):
+                found.append((here / fname).relative_to(root).as_posix())
+    return found
+
+
+def _code_globs(root: Path, exclude: Sequence[str] = ()) -> list[str]:
+    """Globs covering the code present, leaving out the files in ``exclude``."""
+    files = [f for f in _walk_code(root) if f not in exclude]
+    in_src = [f for f in files if f.startswith("src/")]
+    if in_src:
+        files = in_src
+    globs: list[str] = []
+    for f in files:
+        parts = f.split("/")
+        glob = f"{parts[0]}/**/*{Path(f).suffix}" if len(parts) > 1 else f
+        if glob not in globs:
+            globs.append(glob)
+    return globs
+
+
+def _pyproject_globs(root: Path) -> list[str]:
+    if (root / "src").is_dir() and any((root / "src").rglob("*.py")):
+        return ["src/**/*.py"]
+    text = _read(root / "pyproject.toml")
+    m = re.search(r'^\s*name\s*=\s*["\']([^"\']+)["\']', text, re.MULTILINE)
+    if m:
+        pkg = m.group(1).replace("-", "_")
+        if (root / pkg).is_dir():
+            return [f"{pkg}/**/*.py"]
+    return []
+
+
+def detect(root: Path) -> InitPlan:
+    """Read ``root`` and propose a plan. Runs nothing."""
+    root = Path(root)
+    plan = InitPlan(root=root)
+    found: list[str] = []
+    notes: list[str] = []
+    protected: list[str] = []
+
+    bench_sh = root / "autoresearch.sh"
+    train = root / "train.py"
+    if bench_sh.is_file():
+        script = _read(bench_sh)
+        helpers = _referenced_files(root, script)
+        checks_sh = root / "autoresearch.checks.sh"
+        scripts = [script] + [_read(root / h) for h in helpers]
+        checks = ""
+        protected.append("autoresearch.sh")
+        if checks_sh.is_file():
+            checks = "bash autoresearch.checks.sh"
+            protected.append("autoresearch.checks.sh")
+            found.append("autoresearch.checks.sh: the correctness checks")
+        protected += [h for h in helpers if h not in protected]
+        names = _metric_names(scripts)
+        found.insert(0, "autoresearch.sh: a pi-autoresearch benchmark"
+                     + (f" (also reads {', '.join(helpers)})" if helpers else ""))
+        metric, direction = "", "maximize"
+        others: list[tuple[str, str]] = []
+        if names:
+            metric = names[0]
+            direction, why = guess_direction(metric)
+            found.append(f"METRIC lines in the scripts: {', '.join(names)}")
+            notes.append(f"primary metric {metric!r} is the first METRIC name found; "
+                         f"direction {direction} guessed ({why})")
+            others = [(n, guess_direction(n)[0]) for n in names[1:]]
+        else:
+            notes.append("no 'METRIC name=' found in autoresearch.sh or the files it "
+                         "names; give the metric name")
+        brief = "autoresearch.md" if (root / "autoresearch.md").is_file() else ""
+        if brief:
+            protected.append(brief)
+        plan = replace(plan, layout="pi-autoresearch", metric=metric, direction=direction,
+                       reader="metric_lines", bench="bash autoresearch.sh", checks=checks,
+                       brief=brief, other_metrics=tuple(others), proposer="llm")
+    elif train.is_file() and ("---" in _read(train) or (root / "prepare.py").is_file()):
+        text = _read(train)
+        tail = text[text.find("---"):] if "---" in text else ""
+        keys = list(dict.fromkeys(_SUMMARY_PRINT.findall(tail)))
+        found.append("train.py: a karpathy autoresearch training script ('---' summary)")
+        if "val_bpb" in text or not keys:
+            metric = "val_bpb"
+        else:
+            metric = keys[0]
+            notes.append(f"val_bpb is not printed by train.py; using {metric!r}, the "
+                         "first key of its summary")
+        direction, why = guess_direction(metric)
+        if metric != "val_bpb":
+            notes.append(f"direction {direction} guessed ({why})")
+        others = [(k, guess_direction(k)[0]) for k in keys
+                  if k != metric and k in ("peak_vram_mb", "training_seconds",
+                                           "total_seconds")]
+        protected_here = []
+        for name in ("prepare.py", "program.md"):
+            if (root / name).is_file():
+                protected_here.append(name)
+                found.append(f"{name}: " + ("data preparation and evaluation (protected)"
+                                            if name == "prepare.py" else "the brief"))
+        protected += protected_here
+        uv = (root / "uv.lock").is_file()
+        plan = replace(plan, layout="autoresearch", metric=metric, direction=direction,
+                       reader="summary_block", bench="uv run train.py" if uv
+                       else "python train.py", bench_timeout=900.0,
+                       editable=("train.py",),
+                       brief="program.md" if (root / "program.md").is_file() else "",
+                       other_metrics=tuple(others), proposer="llm", rule="expensive",
+                       budget=12)
+
+    cmake = root / "CMakeLists.txt"
+    if cmake.is_file():
+        text = _read(cmake)
+        found.append("CMakeLists.txt: a CMake project (Release build)")
+        build = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && "
+                 "cmake --build build -j")
+        checks = plan.checks
+        if not checks and re.search(r"enable_testing|add_test|CTest", text):
+            checks = "ctest --test-dir build --output-on-failure"
+            found.append("CMake enables testing: checks run ctest")
+        plan = replace(plan, build=plan.build or build, checks=checks,
+                       layout=plan.layout if plan.detected else "cmake")
+        protected.append("CMakeLists.txt")
+
+    why_pytest = _has_pytest(root)
+    if why_pytest:
+        found.append(f"pytest: {why_pytest}")
+        if not plan.checks:
+            plan = replace(plan, checks="python -m pytest -q")
+        if (root / "tests").is_dir():
+            protected.append("tests/**")
+        plan = replace(plan, layout=plan.layout if plan.detected else "pytest")
+
+    if (root / "pyproject.toml").is_file():
+        globs = _pyproject_globs(root)
+        found.append("pyproject.toml: a Python project"
+                     + (f" (sources: {', '.join(globs)})" if globs else ""))
+        if not plan.editable and globs:
+            plan = replace(plan, editable=tuple(globs))
+        plan = replace(plan, layout=plan.layout if plan.detected else "pyproject")
+
+    if plan.detected and not plan.editable:
+        globs = _code_globs(root, exclude=protected)
+        if globs:
+            plan = replace(plan, editable=tuple(globs))
+            notes.append(f"editable files guessed from the code present: {', '.join(globs)}")
+
+    if not plan.detected:
+        found.append("no benchmark layout recognised (autoresearch.sh, train.py, "
+                     "CMakeLists.txt, pytest, pyproject.toml)")
+    return replace(plan, found=tuple(found), notes=tuple(notes),
+                   protected=tuple(dict.fromkeys(protected)))
+
+
+# --------------------------------------------------------------------------- asking
+
+
+def _ask_choice(prompt: Prompt, question: str, default: str, choices: Sequence[str],
+                aliases: dict[str, str] | None = None, tries: int = 3) -> str:
+    aliases = aliases or {}
+    for _ in range(tries):
+        answer = prompt(question, default).strip().lower()
+        answer = aliases.get(answer, answer)
+        if answer in choices:
+            return answer
+    raise ConfigError(f"no valid answer to {question!r} after {tries} tries",
+                      file=CONFIG_NAME, valid=", ".join(choices))
+
+
+def _ask_text(prompt: Prompt, question: str, default: str, tries: int = 3) -> str:
+    for _ in range(tries):
+        answer = prompt(question, default).strip()
+        if answer:
+            return answer
+    raise ConfigError(f"{question!r} needs an answer", file=CONFIG_NAME)
+
+
+def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None) -> InitPlan:
+    """Complete a plan by asking: metric, direction, reader, bench, editable, checks.
+
+    ``prompt(question, default) -> answer`` is called once per question (``typer.prompt``
+    fits); detected values are offered as the defaults.
+    """
+    base = plan if plan is not None else detect(Path(root))
+    metric = _ask_text(prompt, "Metric name (as the benchmark prints it)",
+                       base.metric or "score")
+    guessed, _ = guess_direction(metric)
+    default_dir = base.direction if metric == base.metric else guessed
+    direction = _ask_choice(prompt, "Direction: maximize or minimize", default_dir,
+                            ("maximize", "minimize"),
+                            {"max": "maximize", "min": "minimize", "+": "maximize",
+                             "-": "minimize", "higher": "maximize", "lower": "minimize"})
+    reader = _ask_choice(
+        prompt, "Output format: metric_lines (METRIC name=value), summary_block ('---' "
+        "then name: value) or json", base.reader, READERS,
+        {"lines": "metric_lines", "metric": "metric_lines", "summary": "summary_block",
+         "block": "summary_block"})
+    json_path = base.json_path
+    if reader == "json":
+        json_path = _ask_text(prompt, "JSON path to the metric (e.g. results.0.tokens_per_s)",
+                              json_path or metric)
+    bench = _ask_text(prompt, "Benchmark command (prints the metric)",
+                      base.bench or "python bench.py")
+    editable_raw = _ask_text(prompt, "Editable files (globs, comma-separated)",
+                             ", ".join(base.editable) or "src/**/*.py")
+    editable = tuple(g for g in (p.strip() for p in re.split(r"[,\s]+", editable_raw)) if g)
+    checks = prompt("Correctness check command (empty for none)", base.checks).strip()
+    notes = tuple(n for n in base.notes if "guess" not in n or metric != base.metric)
+    return replace(base, metric=metric, direction=direction, reader=reader,
+                   json_path=json_path, bench=bench, editable=editable, checks=checks,
+                   other_metrics=tuple(m for m in base.other_metrics if m[0] != metric),
+                   notes=(*notes, "answered by hand"))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _q(text: str) -> str:
+    """A TOML basic string."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _qlist(items: Iterable[str]) -> str:
+    return "[" + ", ".join(_q(i) for i in items) + "]"
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render(plan: InitPlan) -> str:
+    """The text of ``assay.toml`` for ``plan``, with a comment on every key.
+
+    An incomplete plan still renders to a file that parses, with TODO placeholders.
+    """
+    out: list[str] = [
+        f"# assay.toml, written by `assay init` (layout: {plan.layout}).",
+        "# assay measures each candidate change against the current best with paired runs",
+        "# and keeps only changes that measurably help. Edit freely; every key is explained.",
+    ]
+    if plan.found:
+        out.append("#")
+        out.append("# What init saw:")
+        out += [f"#   - {_comment(f)}" for f in plan.found]
+    if plan.notes:
+        out.append("# Guesses to check:")
+        out += [f"#   - {_comment(n)}" for n in plan.notes]
+    if plan.missing:
+        out.append("# TODO: init could not find: " + ", ".join(plan.missing)
+                   + ". Fill in the placeholders marked TODO below.")
+
+    out += ["", "[target]"]
+    out.append("# The brief proposers read: what to optimise and what to leave alone "
+               "('' for none).")
+    out.append(f"brief = {_q(plan.brief)}")
+
+    metric = plan.metric or "score"
+    out += ["", "[metric]",
+            "# The number a candidate has to improve, spelled as the benchmark prints it."]
+    out.append(f"name = {_q(metric)}" + ("  # TODO: the real metric name"
+                                         if not plan.metric else ""))
+    out.append('# "maximize" (bigger is better) or "minimize" (smaller is better).')
+    out.append(f"direction = {_q(plan.direction)}")
+    out.append('# How the value is read: "metric_lines" (lines METRIC name=value), '
+               '"summary_block"')
+    out.append("# (the last '---' line, then name: value lines) or \"json\" (with "
+               "json_path).")
+    out.append(f"reader = {_q(plan.reader)}")
+    if plan.reader == "json":
+        out.append("# Dotted path to the number inside the JSON output; list indices are "
+                   "numbers.")
+        out.append(f"json_path = {_q(plan.json_path or metric)}")
+    out.append("# Optional: [low, high] outside which a value is implausible and never "
+               "trusted.")
+    out.append("# bounds = [0, 1e12]")
+
+    if plan.other_metrics:
+        out += ["", "# Other metrics the benchmark prints. Uncomment a block to make it a "
+                "guard:", "# a candidate that worsens a guard by more than its tolerance "
+                "is not kept."]
+        for name, direction in plan.other_metrics:
+            out += ["# [[guards]]", f"# name = {_q(name)}",
+                    f"# direction = {_q(direction)}",
+                    f"# reader = {_q(plan.reader)}",
+                    "# tolerance = 0.02  # the relative regression allowed (2%)", "#"]
+        out.pop()
+
+    out += ["", "[commands]",
+            "# Runs the benchmark and prints the metric; one run per measurement, on an",
+            "# isolated slot, so it should not depend on anything another run changes."]
+    if plan.bench:
+        out.append(f"bench = {_q(plan.bench)}")
+    else:
+        out.append("bench = \"echo 'TODO: set commands.bench in assay.toml' >&2; exit 2\""
+                   "  # TODO")
+    out.append("# Seconds before a benchmark run is killed (its whole process group).")
+    out.append(f"bench_timeout = {plan.bench_timeout or 600.0:g}")
+    if plan.build:
+        out.append("# Runs once per candidate before its benchmark runs.")
+        out.append(f"build = {_q(plan.build)}")
+    else:
+        out.append("# Optional: runs once per candidate before its benchmark runs.")
+        out.append('# build = "make"')
+    if plan.checks:
+        out.append("# Must exit 0, or the candidate is invalid however fast it is.")
+        out.append(f"checks = {_q(plan.checks)}")
+    else:
+        out.append("# Optional: a correctness check that must exit 0 for a candidate to "
+                   "count.")
+        out.append('# checks = "python -m pytest -q"')
+
+    out += ["", "[scope]", "# Files a candidate may change (globs relative to the "
+            "repository; ** spans folders)."]
+    editable = plan.editable or ("src/**",)
+    out.append(f"editable = {_qlist(editable)}" + ("  # TODO: the files to optimise"
+                                                   if not plan.editable else ""))
+    out.append("# Files no candidate may touch: the benchmark, the checks, the evaluation "
+               "data.")
+    out.append("# (assay.toml itself is always protected.)")
+    out.append(f"protected = {_qlist(plan.protected)}")
+
+    out += ["", "[run]", "# Benchmarks run in parallel, one per slot (use 1 for a single "
+            "GPU or a noisy machine)."]
+    out.append(f"slots = {plan.slots}")
+    out.append("# Experiments (candidates) before the run stops.")
+    out.append(f"budget = {plan.budget}")
+    out.append('# Who proposes candidates: "sweep" (searches [[params]]), "queue" (patch '
+               'files),')
+    out.append('# "llm" (a model writes patches) or "agent" (a coding agent edits a '
+               'checkout).')
+    out.append(f"proposer = {_q(plan.proposer)}")
+
+    out += ["", "[decision]", '# "sequential" (stop as soon as the evidence is clear), '
+            '"fixed" (a set number of', '# pairs) or "expensive" (few, long runs).']
+    out.append(f"rule = {_q(plan.rule)}")
+    out.append("# The smallest improvement worth keeping, as a fraction (0.01 = 1%).")
+    out.append(f"delta = {plan.delta:g}")
+    out.append("")
+    return "\n".join(out)
+
+
+def write_config(root: Path, plan: InitPlan, force: bool = False) -> Path:
+    """Render ``plan``, check it parses, and write ``root/assay.toml``; return its path.
+
+    An existing file is kept unless ``force``; raises :class:`ConfigError` then.
+    """
+    path = Path(root) / CONFIG_NAME
+    if path.exists() and not force:
+        raise ConfigError("already exists; pass --force to overwrite it", file=str(path),
+                          valid="a repository without assay.toml, or --force")
+    text = render(plan)
+    parse(text, Path(root), str(path))  # never write a file assay itself would reject
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,266 @@
+"""A small chat client over the official ``openai`` and ``anthropic`` SDKs.
+
+Two wire formats, chosen explicitly by ``provider`` (never guessed from the URL):
+
+- ``"openai"``: the chat-completions API. Works with OpenAI itself, Anthropic's
+  OpenAI-compatible endpoint, vLLM, Ollama, llama.cpp's server and other compatible
+  servers: the SDK's ``base_url`` is pointed at the configured URL.
+- ``"anthropic"``: the Anthropic Messages API (``POST {base_url}/v1/messages``).
+
+The SDKs' own retries are switched off (``max_retries=0``) so that assay owns the policy
+and can count attempts: 408, 409, 429 and 5xx replies and connection failures are retried
+with exponential backoff (1 s, 2 s, 4 s ... plus jitter), a ``Retry-After`` /
+``retry-after-ms`` header replaces the computed delay, and every delay is capped at
+``max_backoff_s``. After ``http_retries`` retries, or on any other error (401, 403, 404,
+400 ...), :class:`~assay.errors.ProposerError` is raised with the status and the server's
+message: those are configuration problems, not something a re-ask could fix.
+
+The API key is read from the environment variable the config names, at construction;
+it is never written anywhere.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ProposerError, require
+
+PROVIDERS = ("openai", "anthropic")
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1",
+                    "anthropic": "https://api.anthropic.com"}
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+RETRY_STATUS = frozenset({408, 409, 429})
+
+Message = Mapping[str, str]  # {"role": "user" | "assistant", "content": "..."}
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One model reply and what it cost."""
+
+    text: str
+    tokens_in: int
+    tokens_out: int
+    model: str
+    finish_reason: str = ""  # "length" / "max_tokens" means the reply was cut off
+    attempts: int = 1  # HTTP attempts, retries included
+    tokens_estimated: bool = False  # the server sent no usage: chars/4 estimates
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason in ("length", "max_tokens")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    provider: str
+    model: str
+    base_url: str
+    api_key: str = ""
+    temperature: float | None = None
+    max_tokens: int = 4096
+    max_tokens_field: str = "max_tokens"  # OpenAI reasoning models: "max_completion_tokens"
+    timeout_s: float = 300.0
+    http_retries: int = 5
+    max_backoff_s: float = 60.0
+
+
+class ChatClient(ABC):
+    """``complete(system, messages) -> ChatReply`` with assay's retry policy."""
+
+    def __init__(self, settings: ChatSettings,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.settings = settings
+        self.sleep = sleep
+        self.delays: list[float] = []  # every backoff delay taken, for logs and tests
+
+    def complete(self, system: str, messages: Sequence[Message]) -> ChatReply:
+        s = self.settings
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                reply = self._call(system, messages)
+            except Exception as exc:  # classified below; unknown errors re-raise
+                status, retry_after, detail = self._classify(exc)
+                retryable = status is None or status in RETRY_STATUS or 500 <= status <= 599
+                if not retryable or attempt > s.http_retries:
+                    what = f"HTTP {status}" if status is not None else "connection failed"
+                    tail = (f" after {attempt} attempts" if retryable else "")
+                    raise ProposerError(
+                        f"{s.provider} endpoint {s.base_url} (model {s.model}): {what}"
+                        f"{tail}: {detail}") from exc
+                delay = backoff_delay(attempt, retry_after, s.max_backoff_s)
+                self.delays.append(delay)
+                self.sleep(delay)
+                continue
+            return ChatReply(reply.text, reply.tokens_in, reply.tokens_out, reply.model,
+                             reply.finish_reason, attempt, reply.tokens_estimated)
+
+    @abstractmethod
+    def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
+        """One HTTP request through the SDK."""
+
+    @abstractmethod
+    def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
+        """(status or None for a connection failure, Retry-After seconds, message).
+
+        Re-raises ``exc`` when it is not an API error at all.
+        """
+
+    def close(self) -> None:
+        client = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+
+
+def backoff_delay(attempt: int, retry_after: float | None, cap: float) -> float:
+    """The delay before retry number ``attempt``: Retry-After when given, else 2^(k-1) s."""
+    if retry_after is not None:
+        return max(0.0, min(retry_after, cap))
+    base = 2.0 ** (attempt - 1)
+    return min(cap, base + random.uniform(0, base / 4))
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_info(exc: Exception, status_error: type, conn_error: type
+                 ) -> tuple[int | None, float | None, str]:
+    if isinstance(exc, status_error):
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        status = int(getattr(exc, "status_code", 0))
+        return status, parse_retry_after(headers), _short(str(getattr(exc, "message", exc)))
+    if isinstance(exc, conn_error):
+        return None, None, _short(str(exc) or type(exc).__name__)
+    raise exc
+
+
+def _short(text: str, limit: int = 500) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _estimate(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+class OpenAIChat(ChatClient):
+    """Chat completions through the ``openai`` SDK, at any compatible base URL."""
+
+    def __init__(self, settings: ChatSettings,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(settings, sleep)
+        mod: Any = require("openai", "llm", "The llm proposer (provider = \"openai\")")
+        self._mod = mod
+        self._client: Any = mod.OpenAI(
+            api_key=settings.api_key or "no-key", base_url=settings.base_url,
+            max_retries=0, timeout=settings.timeout_s)
+
+    def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
+        s = self.settings
+        body: list[dict[str, str]] = [{"role": "system", "content": system}]
+        body += [{"role": m["role"], "content": m["content"]} for m in messages]
+        kwargs: dict[str, Any] = {"model": s.model, "messages": body}
+        if s.max_tokens_field == "max_tokens":
+            kwargs["max_tokens"] = s.max_tokens
+        else:
+            kwargs["extra_body"] = {s.max_tokens_field: s.max_tokens}
+        if s.temperature is not None:
+            kwargs["temperature"] = s.temperature
+        resp = self._client.chat.completions.create(**kwargs)
+        choices = getattr(resp, "choices", None) or []
+        if not choices:
+            raise ProposerError(f"{s.base_url}: the reply holds no choices: {resp!r:.300}")
+        choice = choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        usage = getattr(resp, "usage", None)
+        tin = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        tout = getattr(usage, "completion_tokens", None) if usage is not None else None
+        estimated = tin is None or tout is None
+        if tin is None:
+            tin = _estimate(system + "".join(m["content"] for m in messages))
+        if tout is None:
+            tout = _estimate(text)
+        return ChatReply(text, int(tin), int(tout), str(getattr(resp, "model", "") or s.model),
+                         str(choice.finish_reason or ""), 1, estimated)
+
+    def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
+        return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
+
+
+class AnthropicChat(ChatClient):
+    """The Anthropic Messages API through the ``anthropic`` SDK."""
+
+    def __init__(self, settings: ChatSettings,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(settings, sleep)
+        mod: Any = require("anthropic", "llm", "The llm proposer (provider = \"anthropic\")")
+        self._mod = mod
+        self._client: Any = mod.Anthropic(
+            api_key=settings.api_key or "no-key", base_url=settings.base_url,
+            max_retries=0, timeout=settings.timeout_s)
+
+    def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model, "max_tokens": s.max_tokens, "system": system,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
+        if s.temperature is not None:
+            kwargs["temperature"] = s.temperature
+        resp = self._client.messages.create(**kwargs)
+        parts = [getattr(b, "text", "") for b in (getattr(resp, "content", None) or [])
+                 if getattr(b, "type", "") == "text"]
+        text = "".join(parts)
+        usage = getattr(resp, "usage", None)
+        tin = getattr(usage, "input_tokens", None) if usage is not None else None
+        tout = getattr(usage, "output_tokens", None) if usage is not None else None
+        estimated = tin is None or tout is None
+        if tin is None:
+            tin = _estimate(system + "".join(m["content"] for m in messages))
+        if tout is None:
+            tout = _estimate(text)
+        return ChatReply(text, int(tin), int(tout), str(getattr(resp, "model", "") or s.model),
+                         str(getattr(resp, "stop_reason", "") or ""), 1, estimated)
+
+    def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
+        return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
+
+
+def make_client(settings: ChatSettings,
+                sleep: Callable[[float], None] = time.sleep) -> ChatClient:
+    """The client for ``settings.provider``; an unknown provider is an error."""
+    if settings.provider == "openai":
+        return OpenAIChat(settings, sleep)
+    if settings.provider == "anthropic":
+        return AnthropicChat(settings, sleep)
+    raise ProposerError(f"unknown chat provider {settings.provider!r} "
+                        f"(valid: {', '.join(PROVIDERS)})")

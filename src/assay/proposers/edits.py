@@ -1,0 +1,530 @@
+"""SEARCH/REPLACE edit blocks: parse a model's reply, apply it, turn it into a git diff.
+
+The reply format (what :data:`FORMAT_RULES` tells the model)::
+
+    HYPOTHESIS: caching the parsed config halves the time spent in load()
+
+    src/app/config.py
+    ```python
+    <<<<<<< SEARCH
+    def load(path):
+        return parse(open(path).read())
+    =======
+    @functools.cache
+    def load(path):
+        return parse(open(path).read())
+    >>>>>>> REPLACE
+    ```
+
+- The line before ``<<<<<<< SEARCH`` (fences and blank lines skipped) names the file,
+  relative to the repository root. A block without one reuses the previous block's file.
+- SEARCH must quote whole lines of the file as it was given. Matching tries, in order:
+  exact lines; lines with trailing whitespace ignored; lines with one uniform indentation
+  offset (the replacement is re-indented by the same offset). Exactly one place must
+  match: no match or several matches is an error, never a skipped block.
+- An empty SEARCH creates a new file (the path must not exist yet).
+- Whole-file replacement, for small files only (both the current and the new text at most
+  ``whole_file_max_bytes``, 8000 bytes by default)::
+
+      src/app/tiny.py
+      <<<<<<< FILE
+      ...the complete new content...
+      >>>>>>> FILE
+
+- Blocks apply in order; a later block sees the result of the earlier ones.
+- A reply whose only content is ``NO_MORE_IDEAS`` means the model has nothing left.
+
+Every problem raises :class:`EditError` (a :class:`~assay.errors.PatchError`) whose
+message is written for the model: the llm proposer sends it back verbatim and asks again.
+
+The result becomes a unified diff through a scratch git repository (git's own ``diff``,
+with the user's git configuration shut out), so the patch is exactly what ``git apply``
+expects. The scope check (:func:`path_problem`) and the rejection convention
+(:func:`rejected`, :func:`rejection`, shared with the agent proposer) live here too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..config import Target
+from ..errors import PatchError, ProposerError
+from ..model import Candidate
+
+WHOLE_FILE_MAX_BYTES = 8000
+HYPOTHESIS_MAX_CHARS = 300
+REJECTED = "rejected"  # Candidate.meta key: why the proposer rejected its own candidate
+NO_MORE_IDEAS = "NO_MORE_IDEAS"
+
+_SEARCH = re.compile(r"^\s*<{5,9} ?SEARCH\s*$")
+_DIVIDER = re.compile(r"^\s*={5,9}\s*$")
+_REPLACE = re.compile(r"^\s*>{5,9} ?REPLACE\s*$")
+_FILE = re.compile(r"^\s*<{5,9} ?FILE\s*$")
+_FILE_END = re.compile(r"^\s*>{5,9} ?(FILE|REPLACE)\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HYPOTHESIS = re.compile(r"^\W*hypothesis\W*:\s*(.*?)\s*\**\s*$", re.IGNORECASE)
+
+FORMAT_RULES = f"""\
+Reply with exactly this structure and nothing that could be mistaken for it:
+
+HYPOTHESIS: <one line, in your own words: what the change is and why it should help>
+
+then one or more edit blocks. Each edit block is the file's path (relative to the
+repository root) alone on a line, then:
+
+<<<<<<< SEARCH
+<lines copied exactly from the current file, enough to be unique>
+=======
+<the lines that replace them>
+>>>>>>> REPLACE
+
+Rules:
+- SEARCH must match whole lines of the file exactly as shown to you, including
+  indentation and comments; it must match exactly one place. Keep blocks small: quote a
+  few lines around the change, not the whole function.
+- Several changes to one file: several blocks, in file order.
+- To create a new file, give its path and an empty SEARCH section.
+- A file of at most {WHOLE_FILE_MAX_BYTES} bytes may instead be replaced whole with
+  <<<<<<< FILE
+  <the complete new content>
+  >>>>>>> FILE
+- Edit only files inside the editable scope; protected files can never change.
+- One idea per reply. If you have no idea left worth measuring, reply only NO_MORE_IDEAS.
+"""
+
+
+class EditError(PatchError):
+    """A reply cannot be parsed or applied; the message is feedback for the model."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "malformed", "no_match", "ambiguous", "scope", "no_change", ...
+
+
+@dataclass(frozen=True)
+class EditBlock:
+    path: str
+    search: str  # for kind "file": unused ("")
+    replace: str
+    kind: str = "replace"  # "replace" or "file"
+    index: int = 1  # 1-based position in the reply
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    hypothesis: str
+    blocks: tuple[EditBlock, ...]
+    no_more_ideas: bool = False
+
+
+@dataclass
+class Applied:
+    """The edited files: path -> (text at the incumbent or None when new, new text)."""
+
+    changes: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted(self.changes)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _clean_path(line: str) -> str:
+    s = line.strip()
+    s = re.sub(r"^(#+|[-*]|\d+\.)\s+", "", s)  # markdown heading / list markers
+    s = s.strip("`*_\"' ")
+    s = re.sub(r"^(file|path)\s*:\s*", "", s, flags=re.IGNORECASE)
+    s = s.rstrip(":").strip("`*_\"' ")
+    return s
+
+
+def _path_before(lines: list[str], start: int, floor: int) -> str:
+    """The file path named on the nearest meaningful line above ``start``."""
+    i = start - 1
+    seen = 0
+    while i >= floor and seen < 3:
+        line = lines[i]
+        if not line.strip() or _FENCE.match(line):
+            i -= 1
+            continue
+        candidate = _clean_path(line)
+        if candidate and " " not in candidate and ("." in candidate or "/" in candidate):
+            return candidate
+        seen += 1
+        i -= 1
+    return ""
+
+
+def parse_reply(text: str) -> ParsedReply:
+    """The hypothesis and the edit blocks of a reply; :class:`EditError` when malformed."""
+    lines = [ln.rstrip("\r") for ln in text.split("\n")]
+    blocks: list[EditBlock] = []
+    hypothesis = ""
+    i = 0
+    floor = 0  # the previous block's end: a path must come after it
+    last_path = ""
+    while i < len(lines):
+        line = lines[i]
+        is_search, is_file = bool(_SEARCH.match(line)), bool(_FILE.match(line))
+        if not (is_search or is_file):
+            if _DIVIDER.match(line) or _REPLACE.match(line):
+                raise EditError(
+                    f"line {i + 1}: '{line.strip()}' appears outside an edit block; every "
+                    "block starts with '<<<<<<< SEARCH' (or '<<<<<<< FILE').", "malformed")
+            m = _HYPOTHESIS.match(line)
+            if m and not hypothesis and m.group(1).strip():
+                hypothesis = m.group(1).strip().strip("*").strip()
+            i += 1
+            continue
+        n = len(blocks) + 1
+        path = _path_before(lines, i, floor) or last_path
+        marker = "<<<<<<< FILE" if is_file else "<<<<<<< SEARCH"
+        if not path:
+            raise EditError(
+                f"edit block {n} has no file path: put the path, relative to the repository "
+                f"root, alone on the line before '{marker}'.", "malformed")
+        j = i + 1
+        if is_file:
+            body: list[str] = []
+            while j < len(lines) and not _FILE_END.match(lines[j]):
+                if _SEARCH.match(lines[j]) or _FILE.match(lines[j]):
+                    raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
+                                    "with '>>>>>>> FILE' before the next block starts.",
+                                    "malformed")
+                body.append(lines[j])
+                j += 1
+            if j >= len(lines):
+                raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
+                                "with '>>>>>>> FILE'.", "unterminated")
+            blocks.append(EditBlock(path, "", _join(body), "file", n))
+        else:
+            search: list[str] = []
+            while j < len(lines) and not _DIVIDER.match(lines[j]):
+                if _SEARCH.match(lines[j]) or _REPLACE.match(lines[j]) or _FILE.match(lines[j]):
+                    raise EditError(f"edit block {n} ({path}): the SEARCH section has no "
+                                    "'=======' line before the block ends.", "malformed")
+                search.append(lines[j])
+                j += 1
+            if j >= len(lines):
+                raise EditError(f"edit block {n} ({path}): the reply ends inside the SEARCH "
+                                "section ('=======' and '>>>>>>> REPLACE' are missing).",
+                                "unterminated")
+            j += 1
+            replace: list[str] = []
+            while j < len(lines) and not _REPLACE.match(lines[j]):
+                if _SEARCH.match(lines[j]) or _FILE.match(lines[j]) or _DIVIDER.match(lines[j]):
+                    raise EditError(f"edit block {n} ({path}): the REPLACE section is not "
+                                    "closed with '>>>>>>> REPLACE'.", "malformed")
+                replace.append(lines[j])
+                j += 1
+            if j >= len(lines):
+                raise EditError(f"edit block {n} ({path}): the reply ends inside the REPLACE "
+                                "section ('>>>>>>> REPLACE' is missing).", "unterminated")
+            blocks.append(EditBlock(path, _join(search), _join(replace), "replace", n))
+        last_path = path
+        floor = j + 1
+        i = j + 1
+    if not blocks:
+        if any(ln.strip().strip("*`") == NO_MORE_IDEAS for ln in lines):
+            return ParsedReply(hypothesis, (), no_more_ideas=True)
+        raise EditError("the reply holds no edit block: give the file path, then "
+                        "'<<<<<<< SEARCH', the old lines, '=======', the new lines and "
+                        "'>>>>>>> REPLACE'.", "malformed")
+    if not hypothesis:
+        raise EditError("the reply has no 'HYPOTHESIS: ...' line: state in one line what "
+                        "the change does and why it should improve the metric.", "malformed")
+    if len(hypothesis) > HYPOTHESIS_MAX_CHARS:
+        hypothesis = hypothesis[: HYPOTHESIS_MAX_CHARS - 3].rstrip() + "..."
+    return ParsedReply(hypothesis, tuple(blocks))
+
+
+def _join(lines: list[str]) -> str:
+    return "".join(ln + "\n" for ln in lines)
+
+
+# ---------------------------------------------------------------------------- scope
+
+
+def normalize_path(path: str) -> str | None:
+    """A clean repository-relative POSIX path, or None when it escapes the tree."""
+    p = path.strip()
+    if not p or p.startswith(("/", "~")) or "\\" in p or "\0" in p or re.match(r"^[A-Za-z]:", p):
+        return None
+    parts = [x for x in PurePosixPath(p).parts if x not in ("", ".")]
+    if not parts or ".." in parts or ".git" in parts:
+        return None
+    return "/".join(parts)
+
+
+def path_problem(target: Target, path: str) -> str | None:
+    """Why a candidate may not change ``path``, or None when it may."""
+    clean = normalize_path(path)
+    if clean is None:
+        return f"{path!r} is not a path inside the repository"
+    if target.is_protected(clean):
+        return (f"{clean} is protected (the benchmark harness, checks and assay.toml can "
+                "never change)")
+    if not target.is_editable(clean):
+        return (f"{clean} is outside the editable scope (editable: "
+                f"{', '.join(target.editable)})")
+    return None
+
+
+def scope_problems(target: Target, paths: Iterable[str]) -> list[str]:
+    return [p for p in (path_problem(target, x) for x in paths) if p]
+
+
+# ---------------------------------------------------------------------------- applying
+
+
+def _split(text: str) -> tuple[list[str], bool, bool]:
+    """Lines (a CRLF file keeps its "\\r"), whether it ends with a newline, whether CRLF."""
+    ends = text.endswith("\n")
+    body = text[:-1] if ends else text
+    raw = body.split("\n") if body or ends else []
+    crlf = bool(raw) and sum(x.endswith("\r") for x in raw) * 2 > len(raw)
+    return raw, ends, crlf
+
+
+def _find(hay: list[str], needle: list[str], key: Callable[[str], str]) -> list[int]:
+    k = len(needle)
+    keyed = [key(x) for x in needle]
+    first = keyed[0]
+    out = []
+    for i in range(len(hay) - k + 1):
+        if key(hay[i]) == first and [key(x) for x in hay[i:i + k]] == keyed:
+            out.append(i)
+    return out
+
+
+def _indent(s: str) -> str:
+    return s[: len(s) - len(s.lstrip())]
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _find_reindented(hay: list[str], needle: list[str]) -> list[tuple[int, str, str]]:
+    """Places where ``needle`` matches with one uniform indentation change.
+
+    Returns (index, indentation to remove from the needle, indentation to add).
+    """
+    k = len(needle)
+    ref = next((x for x in needle if x.strip()), None)
+    if ref is None:
+        return []
+    out = []
+    stripped = [x.rstrip() for x in needle]
+    for i in range(len(hay) - k + 1):
+        window = [x.rstrip() for x in hay[i:i + k]]
+        line_ref = window[stripped.index(ref.rstrip())]
+        if not line_ref.strip() or line_ref.strip() != ref.strip():
+            continue
+        have, want = _indent(ref), _indent(line_ref)
+        # the common part is kept; the needle's extra indentation is removed, the file's added
+        common = _common_prefix(have, want)
+        drop, add = have[len(common):], want[len(common):]
+        ok = True
+        for a, b in zip(stripped, window, strict=True):
+            if not a.strip():
+                if b.strip():
+                    ok = False
+                    break
+                continue
+            if not a.startswith(common + drop) or add + a[len(drop):] != b:
+                ok = False
+                break
+        if ok:
+            out.append((i, drop, add))
+    return out
+
+
+def _closest(hay: list[str], needle: list[str]) -> str:
+    """The lines of the file that look most like the SEARCH text, for the feedback."""
+    a = [x.strip() for x in needle]
+    b = [x.strip() for x in hay]
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    blocks = [m for m in sm.get_matching_blocks() if m.size and any(a[m.a:m.a + m.size])]
+    if not blocks:
+        return ""
+    best = max(blocks, key=lambda m: m.size)
+    start = max(0, best.b - best.a - 1)
+    end = min(len(hay), start + len(needle) + 2)
+    return "\n".join(hay[start:end])
+
+
+def apply_blocks(blocks: Iterable[EditBlock], read: Callable[[str], str | None],
+                 whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES) -> Applied:
+    """Apply ``blocks`` to the files ``read(path)`` returns (None: no such file).
+
+    Raises :class:`EditError` listing every block that failed (kind of the first one);
+    nothing is applied partially.
+    """
+    current: dict[str, str | None] = {}
+    original: dict[str, str | None] = {}
+    problems: list[tuple[str, str]] = []
+
+    def text_of(path: str) -> str | None:
+        if path not in current:
+            original[path] = current[path] = read(path)
+        return current[path]
+
+    for b in blocks:
+        path = normalize_path(b.path) or b.path
+        where = f"edit block {b.index} ({path})"
+        old = text_of(path)
+        if b.kind == "file":
+            size_old = len(old.encode()) if old is not None else 0
+            size_new = len(b.replace.encode())
+            if max(size_old, size_new) > whole_file_max_bytes:
+                problems.append(("too_large", f"{where}: whole-file replacement is only for "
+                                 f"files of at most {whole_file_max_bytes} bytes (this one has "
+                                 f"{max(size_old, size_new)}); use SEARCH/REPLACE blocks."))
+                continue
+            crlf = _split(old)[2] if old else False
+            current[path] = b.replace.replace("\n", "\r\n") if crlf else b.replace
+            continue
+        if not b.search.strip():
+            if old is not None:
+                problems.append(("malformed", f"{where}: SEARCH is empty but the file exists; "
+                                 "quote the lines to replace (an empty SEARCH only creates a "
+                                 "new file)."))
+                continue
+            current[path] = b.replace
+            continue
+        if old is None:
+            others = [p for p, t in current.items() if t and b.search in t]
+            hint = f" The SEARCH text is in {others[0]}." if others else ""
+            problems.append(("no_file", f"{where}: the file does not exist; to create it give "
+                             f"an empty SEARCH section.{hint}"))
+            continue
+        hay, ends, crlf = _split(old)
+        needle = b.search.split("\n")[:-1]
+        repl = b.replace.split("\n")[:-1]
+        hits = _find(hay, needle, lambda s: s.rstrip("\r"))
+        if not hits:
+            hits = _find(hay, needle, str.rstrip)
+        placed: tuple[int, list[str]] | None = None
+        if len(hits) == 1:
+            placed = (hits[0], repl)
+        elif not hits:
+            re_hits = _find_reindented(hay, needle)
+            if len(re_hits) == 1:
+                i, drop, add = re_hits[0]
+                fixed = [(add + x[len(drop):] if x.startswith(drop) else add + x.lstrip())
+                         if x.strip() else x for x in repl]
+                placed = (i, fixed)
+            elif len(re_hits) > 1:
+                hits = [h[0] for h in re_hits]
+        if placed is None:
+            if len(hits) > 1:
+                lines_at = ", ".join(str(h + 1) for h in hits[:6])
+                problems.append(("ambiguous", f"{where}: SEARCH matches {len(hits)} places "
+                                 f"(lines {lines_at}); add surrounding lines so it matches "
+                                 "exactly one."))
+                continue
+            near = _closest(hay, needle)
+            msg = (f"{where}: SEARCH does not match the file. It must quote existing lines "
+                   "exactly (whitespace, comments and all).")
+            if near:
+                msg += f" The closest lines in {path} are:\n```\n{near}\n```"
+            else:
+                msg += f" No line of it appears in {path}."
+            problems.append(("no_match", msg))
+            continue
+        i, new_lines = placed
+        if crlf:
+            new_lines = [x + "\r" for x in new_lines]
+        out = hay[:i] + new_lines + hay[i + len(needle):]
+        current[path] = "\n".join(out) + ("\n" if out and ends else "")
+    if problems:
+        kind = problems[0][0]
+        raise EditError("\n".join(m for _, m in problems), kind)
+    changes = {p: (original[p], t) for p, t in current.items()
+               if t is not None and t != original[p]}
+    if not changes:
+        raise EditError("the edits change nothing (every REPLACE equals its SEARCH).",
+                        "no_change")
+    return Applied(changes)
+
+
+# ---------------------------------------------------------------------------- diffs
+
+
+def git_env() -> dict[str, str]:
+    """The environment for assay's own git calls: no user or system configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0",
+               LC_ALL="C")
+    return env
+
+
+def git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
+        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    proc = subprocess.run(
+        ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=off",
+         "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", *args],
+        cwd=cwd, capture_output=True, env=dict(env) if env is not None else git_env(),
+        input=input, check=False)
+    if check and proc.returncode != 0:
+        raise ProposerError(f"git {' '.join(args[:3])} failed in {cwd.name}: "
+                            f"{proc.stderr.decode(errors='replace').strip()[:500]}")
+    return proc
+
+
+DIFF_ARGS = ("diff", "--no-color", "--no-ext-diff", "--binary", "--no-renames",
+             "--src-prefix=a/", "--dst-prefix=b/")
+
+
+def unified_diff(changes: Mapping[str, tuple[str | None, str]]) -> str:
+    """``git diff`` of old -> new texts, computed in a scratch repository."""
+    with tempfile.TemporaryDirectory(prefix="assay-diff-") as tmp:
+        root = Path(tmp)
+        git(root, "init", "-q")
+        for path, (old, _) in changes.items():
+            if old is not None:
+                f = root / path
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_bytes(old.encode())
+        git(root, "add", "-A")
+        git(root, "-c", "user.name=assay", "-c", "user.email=assay@localhost",
+            "-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", "base")
+        for path, (_, new) in changes.items():
+            f = root / path
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(new.encode())
+        git(root, "add", "-N", "--", *changes)
+        return git(root, *DIFF_ARGS).stdout.decode()
+
+
+# ---------------------------------------------------------------------------- rejection
+
+
+def rejected(base_commit: str, proposer: str, reason: str, *, patch: str = "",
+             hypothesis: str = "", meta: Mapping[str, Any] | None = None) -> Candidate:
+    """A candidate the proposer itself rejects: ``meta["rejected"]`` holds the reason."""
+    full = dict(meta or {})
+    full[REJECTED] = reason
+    return Candidate(base_commit=base_commit, patch=patch, hypothesis=hypothesis or
+                     f"(rejected) {reason.splitlines()[0][:200]}", proposer=proposer,
+                     meta=full)
+
+
+def rejection(candidate: Candidate) -> str | None:
+    """The reason a proposer rejected ``candidate``, or None for a candidate to measure."""
+    reason = candidate.meta.get(REJECTED)
+    return str(reason) if reason else None

@@ -1,0 +1,270 @@
+"""Shared fixtures' building blocks: a tiny target repository and a local Ray cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay import config
+from assay.model import Block, BlockKind, Candidate, Incumbent
+from assay.workspace import Workspace
+
+BENCH = r'''
+import os, sys, time, pathlib
+marks = pathlib.Path(os.environ["MARK_DIR"])
+slot = os.environ.get("ASSAY_SLOT", "?")
+mode = pathlib.Path("mode.txt").read_text().strip()
+t0 = time.time()
+(marks / f"start-{slot}-{os.getpid()}").write_text(f"{t0}")
+if mode == "fail":
+    print("boom", file=sys.stderr)
+    sys.exit(3)
+if mode == "sleep":
+    (marks / "sleep.pid").write_text(str(os.getpid()))
+    time.sleep(120)
+work = float(os.environ.get("WORK_S", "0.2"))
+end = time.process_time() + work
+x = 0
+while time.process_time() < end:
+    for i in range(1000):
+        x += i * i
+level = int(os.environ.get("LEVEL", "0"))
+t1 = time.time()
+with open(marks / f"slot-{slot}.log", "a") as fh:
+    fh.write(f"{t0} {t1} {os.getpid()}\n")
+print(f"METRIC score={100 - 10 * level + (os.getpid() % 7) * 0.01}")
+'''
+
+
+def config_text(mark_dir: Path, work_s: float = 0.2, slots: int = 2, executor: str = "local",
+                extra: str = "") -> str:
+    return f'''
+[metric]
+name = "score"
+direction = "maximize"
+
+[commands]
+bench = "{sys.executable} bench.py"
+bench_timeout = 300
+
+[scope]
+editable = ["mode.txt"]
+protected = ["bench.py"]
+
+[[params]]
+name = "LEVEL"
+type = "int"
+low = 0
+high = 9
+default = 0
+
+[run]
+slots = {slots}
+executor = "{executor}"
+
+[decision]
+rule = "fixed"
+pairs_per_block = 1
+max_pairs = 2
+aa_blocks = 0
+delta = 0.01
+
+[env]
+set = {{ MARK_DIR = "{mark_dir}", WORK_S = "{work_s}" }}
+{extra}
+'''
+
+
+def git(args: list[str], cwd: Path) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env=env).stdout
+
+
+@dataclass
+class Repo:
+    root: Path
+    marks: Path
+    target: config.Target
+    ws: Workspace
+    head: str
+
+    def block(self, bid: str, mode: str | None = None, order: str = "AB",
+              prefer: str | None = None, avoid: str | None = None,
+              level: int = 0) -> Block:
+        inc = Incumbent(self.head, {"LEVEL": 0})
+        patch = ""
+        if mode is not None:
+            patch = (f"--- a/mode.txt\n+++ b/mode.txt\n@@ -1 +1 @@\n-ok\n+{mode}\n")
+        cand = Candidate(self.head, patch, {"LEVEL": level} if level else {})
+        return Block(bid, f"e-{bid}", BlockKind.COMPARE, order, inc, cand, prefer, avoid)
+
+    def intervals(self) -> dict[str, list[tuple[float, float]]]:
+        out: dict[str, list[tuple[float, float]]] = {}
+        for f in self.marks.glob("slot-*.log"):
+            rows = [line.split() for line in f.read_text().splitlines() if line.strip()]
+            out[f.name[5:-4]] = sorted((float(a), float(b)) for a, b, _ in rows)
+        return out
+
+
+def make_repo(base: Path, executor: str = "local", slots: int = 2, work_s: float = 0.05,
+              extra: str = "") -> Repo:
+    root = base / "repo"
+    marks = base / "marks"
+    root.mkdir(parents=True)
+    marks.mkdir()
+    git(["init", "-q", "-b", "main"], root)
+    (root / "bench.py").write_text(BENCH)
+    (root / "mode.txt").write_text("ok\n")
+    text = config_text(marks, work_s, slots, executor, extra)
+    (root / "assay.toml").write_text(text)
+    git(["add", "-A"], root)
+    git(["commit", "-qm", "init"], root)
+    target = config.load(root)
+    ws = Workspace(target, "main")
+    return Repo(root, marks, target, ws, ws.head())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+           "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3",
+           "RAY_health_check_initial_delay_ms": "0", "RAY_DEDUP_LOGS": "0"}
+
+
+def _ray_bin() -> str:
+    return str(Path(sys.executable).parent / "ray")
+
+
+def descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_tree(pid: int) -> None:
+    """Kill a node: its process group and every process below it (workers use own groups)."""
+    pids = descendants(pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
+
+
+@dataclass
+class RayCluster:
+    """A Ray cluster on 127.0.0.1 made of `ray start --block` processes we own."""
+
+    temp_dir: Path
+    port: int = field(default_factory=free_port)
+    nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _start(self, name: str, args: list[str], slots: int) -> None:
+        cmd = [_ray_bin(), "start", "--block", "--node-ip-address", "127.0.0.1",
+               "--num-cpus", str(slots), "--resources", json.dumps({"assay_slot": slots}),
+               "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats", *args]
+        with open(self.temp_dir / f"{name}.log", "wb") as log:
+            self.nodes[name] = subprocess.Popen(cmd, start_new_session=True, stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                env={**os.environ, **RAY_ENV})
+
+    def start_head(self, slots: int = 1) -> None:
+        self._start("head", ["--head", "--port", str(self.port), "--temp-dir",
+                             str(self.temp_dir / "t"), "--include-dashboard", "false"], slots)
+
+    def add_node(self, name: str, slots: int = 1) -> None:
+        self._start(name, ["--address", self.address], slots)
+
+    def wait_nodes(self, n: int, timeout: float = 90.0) -> None:
+        import ray
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ray.is_initialized():
+                alive = [x for x in ray.nodes() if x["Alive"]]
+                if len(alive) >= n:
+                    return
+            time.sleep(0.3)
+        raise TimeoutError(f"fewer than {n} Ray nodes after {timeout}s")
+
+    def connect(self) -> None:
+        import logging
+
+        import ray
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ray.init(address=self.address, logging_level=logging.WARNING,
+                         log_to_driver=False, namespace="assay")
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def ensure_connected(self) -> None:
+        """Connect this process's Ray driver to this cluster (another test may have moved it)."""
+        import ray
+
+        if ray.is_initialized():
+            current = ray.get_runtime_context().gcs_address
+            if current.endswith(f":{self.port}"):
+                return
+            ray.shutdown()
+        self.connect()
+
+    def kill(self, name: str) -> None:
+        proc = self.nodes.pop(name)
+        kill_tree(proc.pid)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        for name in [n for n in self.nodes if n != "head"] + ["head"]:
+            if name in self.nodes:
+                self.kill(name)
+
+
+@contextlib.contextmanager
+def ray_cluster(workers: int = 1) -> Iterator[RayCluster]:
+    tmp = Path(tempfile.mkdtemp(prefix="aray"))
+    cluster = RayCluster(tmp)
+    try:
+        cluster.start_head()
+        for i in range(workers):
+            cluster.add_node(f"w{i}")
+        cluster.connect()
+        cluster.wait_nodes(1 + workers)
+        yield cluster
+    finally:
+        cluster.stop()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)

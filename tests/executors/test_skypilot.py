@@ -1,0 +1,140 @@
+"""SkyPilot: task specs validated by SkyPilot itself (offline); the pool on a local launcher."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from assay import config
+from assay.errors import ConfigError, ExecutorError
+
+from .helpers import RAY_ENV, make_repo
+
+sky = pytest.importorskip("sky")
+pytest.importorskip("ray")
+
+from assay.executors.ray import RayConfig  # noqa: E402
+from assay.executors.skypilot import (  # noqa: E402
+    LocalLauncher,
+    NodeSpec,
+    SkyConfig,
+    SkyPilotExecutor,
+    build_task,
+    task_config,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "scale.md"
+
+
+def _cfg(tmp_path: Path, block: str) -> SkyConfig:
+    repo = make_repo(tmp_path, executor="skypilot", extra=block)
+    return SkyConfig.from_target(repo.target)
+
+
+def test_task_specs_validate_with_skypilot(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, '[executor.skypilot]\nname = "bench"\nnodes = 3\n'
+                         'accelerators = "A100:2"\ncloud = "aws"\nregion = "us-east-1"\n'
+                         'disk_size = 200\nuse_spot = true\n')
+    assert cfg.node_slots == 2 and cfg.nodes == 3
+    head = build_task(cfg, "bench-head", NodeSpec("head", 2))
+    worker = build_task(cfg, "bench-w1", NodeSpec("worker", 2, "10.0.0.5:6379"))
+    for task in (head, worker):
+        [res] = list(task.resources)
+        assert res.accelerators == {"A100": 2}
+        assert str(res.cloud).lower() == "aws" and res.region == "us-east-1"
+        assert res.use_spot and res.disk_size == 200
+        assert "ray start" in task.run and "--labels" in task.run
+    assert next(iter(head.resources)).ports == ["10001"]
+    assert head.envs["ASSAY_ROLE"] == "head" and head.envs["ASSAY_SLOTS"] == "2"
+    assert worker.envs["ASSAY_HEAD"] == "10.0.0.5:6379"
+    # the same spec through SkyPilot's YAML loader
+    import yaml
+
+    path = tmp_path / "node.yaml"
+    path.write_text(yaml.safe_dump(task_config(cfg, "bench-w1", NodeSpec("worker", 2, "h:1"))))
+    assert sky.Task.from_yaml(str(path)).envs["ASSAY_CLUSTER"] == "bench-w1"
+
+
+def test_bad_specs_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"executor\.skypilot\.acelerators"):
+        _cfg(tmp_path / "a", '[executor.skypilot]\nacelerators = "A100:1"\n')
+    with pytest.raises(ConfigError, match="SkyPilot's own Ray port"):
+        _cfg(tmp_path / "b", "[executor.skypilot]\nray_port = 6380\n")
+    cfg = _cfg(tmp_path / "c", '[executor.skypilot]\ncloud = "nocloud"\n')
+    with pytest.raises(ExecutorError, match="nocloud"):
+        build_task(cfg, "x-head", NodeSpec("head", 1))
+
+
+def test_the_documented_configs_are_valid(tmp_path: Path) -> None:
+    text = DOCS.read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
+    sky_blocks = [b for b in blocks if "[executor.skypilot]" in b]
+    assert len(sky_blocks) >= 3  # AWS, GCP, Kubernetes
+    clouds = set()
+    for i, block in enumerate(blocks):
+        repo = make_repo(tmp_path / f"d{i}")
+        text = (repo.root / "assay.toml").read_text()
+        text = re.sub(r"\[run\].*?\n\n", "", text, flags=re.S) + "\n" + block
+        target = config.parse(text, repo.root)
+        RayConfig.from_target(target)
+        if "[executor.skypilot]" in block:
+            cfg = SkyConfig.from_target(target)
+            clouds.add(cfg.cloud)
+            build_task(cfg, f"{cfg.name}-head", NodeSpec("head", cfg.node_slots))
+    assert {"aws", "gcp", "kubernetes"} <= clouds
+
+
+def test_pool_runs_blocks_replaces_quarantined_nodes_and_tears_down(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, executor="skypilot",
+                     extra='[executor.skypilot]\nname = "t"\nnodes = 2\n')
+    cfg = SkyConfig.from_target(repo.target)
+    launcher = LocalLauncher(cfg, env=RAY_ENV)
+    ex = SkyPilotExecutor(repo.target, repo.ws, cfg, launcher,
+                          RayConfig(cache_dir=str(tmp_path / "cache"), connect_timeout_s=90))
+    try:
+        assert launcher.launched == ["t-head", "t-w1"]
+        slots = {s.name: ex._cluster_of(s.name) for s in ex.slots}
+        assert sorted(slots.values()) == ["t-head", "t-w1"]
+        free = ex.free_slot_names()
+        for i, slot in enumerate(free):
+            ex.submit(repo.block(f"b{i}", prefer=slot))
+        got = _drain(ex, 2)
+        assert {r.worker for r in got} == set(free) and all(not r.error for r in got)
+
+        worker_slot = next(s for s, c in slots.items() if c == "t-w1")
+        head_slot = next(s for s, c in slots.items() if c == "t-head")
+        ex.quarantine(worker_slot)
+        assert worker_slot not in ex.free_slot_names()
+        ex.replace("t-w1").join(120)  # type: ignore[union-attr]
+        assert launcher.downed == ["t-w1"] and launcher.launched[-1] == "t-w2"
+        deadline = time.monotonic() + 60
+        while len(ex.free_slot_names()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        now = {s.name: ex._cluster_of(s.name) for s in ex.slots}
+        assert sorted(now.values()) == ["t-head", "t-w2"] and worker_slot not in now
+        new_slot = next(s for s, c in now.items() if c == "t-w2")
+        ex.submit(repo.block("b-new", prefer=new_slot))
+        [res] = _drain(ex, 1)
+        assert res.worker == new_slot and not res.error
+
+        ex.quarantine(head_slot)  # the head is quarantined, never replaced
+        assert launcher.launched[-1] == "t-w2"
+        assert ex.free_slot_names() == [new_slot]
+    finally:
+        ex.close()
+    procs = list(launcher._procs.values())
+    assert procs == [] and set(launcher.downed) == {"t-w1", "t-head", "t-w2"}
+    import ray
+
+    assert not ray.is_initialized()
+
+
+def _drain(ex: SkyPilotExecutor, n: int) -> list:  # type: ignore[type-arg]
+    out: list = []  # type: ignore[type-arg]
+    deadline = time.monotonic() + 90
+    while len(out) < n and time.monotonic() < deadline:
+        out += ex.wait(0.2)
+    return out

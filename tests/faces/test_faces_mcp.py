@@ -1,0 +1,172 @@
+"""`assay mcp`: the MCP server over stdio, driven by the SDK's own client.
+
+The server is spawned as `python -m assay mcp --root <repo>`; a patch sent through the
+`run_experiment` tool is validated, measured against the incumbent by a real loop and
+decided, and the journal shows it afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from assay import api
+from assay.faces import mcp as mcp_faces
+
+mcp_client = pytest.importorskip("mcp.client.stdio")
+from mcp import ClientSession  # noqa: E402
+
+PATCH = '''\
+diff --git a/fast.py b/fast.py
+--- a/fast.py
++++ b/fast.py
+@@ -1 +1 @@
+-BONUS = {old}
++BONUS = {value}
+'''
+
+OUT_OF_SCOPE = '''\
+diff --git a/bench.py b/bench.py
+--- a/bench.py
++++ b/bench.py
+@@ -1,2 +1,2 @@
+-import random
++import random  # faster
+ import sys
+'''
+
+
+def _field(result: Any, snake: str, camel: str) -> Any:
+    return getattr(result, snake) if hasattr(result, snake) else getattr(result, camel)
+
+
+def _payload(result: Any) -> Any:
+    assert not _field(result, "is_error", "isError"), result.content
+    sc = _field(result, "structured_content", "structuredContent")
+    if sc is not None:
+        return sc["result"] if isinstance(sc, dict) and set(sc) == {"result"} else sc
+    return json.loads(result.content[0].text)
+
+
+def _error_text(result: Any) -> str:
+    assert _field(result, "is_error", "isError")
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def _session_calls(root: Path, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    params = mcp_client.StdioServerParameters(
+        command=sys.executable, args=["-m", "assay", "mcp", "--root", str(root)],
+        cwd=str(root))
+    out: dict[str, Any] = {}
+    with anyio.fail_after(240):
+        async with mcp_client.stdio_client(params) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                out["tools"] = sorted(t.name for t in tools.tools)
+                for i, (name, args) in enumerate(calls):
+                    out[f"{i}:{name}"] = await session.call_tool(name, args,
+                                                                 read_timeout_seconds=180)
+    return out
+
+
+def test_mcp_tools_over_stdio(fresh_target: Path) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("status", {}),
+        ("add_hypothesis", {"text": "BONUS 3 doubles the speed", "sources": ["doc:tuning.md"],
+                            "source_kind": "doc", "score": 0.9}),
+        ("run_experiment", {"patch": PATCH.format(old="1.5", value="3.0"),
+                            "hypothesis": "BONUS 3 doubles the speed", "hypothesis_id": 4}),
+        ("run_experiment", {"patch": PATCH.format(old="3.0", value="0.5"),
+                            "hypothesis": "a slower BONUS"}),
+        ("run_experiment", {"patch": OUT_OF_SCOPE, "hypothesis": "edit the benchmark"}),
+        ("run_experiment", {"hypothesis": "nothing at all"}),
+        ("log", {"last": 3}),
+        ("best", {}),
+        ("show", {"experiment_id": "e0007"}),
+        ("stop", {}),
+    ]
+    res = anyio.run(_session_calls, fresh_target, calls)
+    assert res["tools"] == ["add_hypothesis", "best", "log", "run_experiment", "show",
+                            "status", "stop"]
+    status = _payload(res["0:status"])
+    assert status["experiments"] == 6 and status["counts"]["kept"] == 3
+    assert status["metric"]["name"] == "speed"
+
+    hyp = _payload(res["1:add_hypothesis"])
+    assert hyp["id"] == 4 and hyp["source_kind"] == "doc"
+
+    kept = _payload(res["2:run_experiment"])
+    assert kept["id"] == "e0007" and kept["state"] == "kept" and kept["kept"] is True
+    assert kept["decision"]["verdict"] == "keep" and kept["decision"]["lo"] > 0.01
+    assert kept["incumbent"]["experiment"] == "e0007" and kept["commit"]
+    assert kept["proposer"] == "mcp"
+
+    worse = _payload(res["3:run_experiment"])
+    assert worse["id"] == "e0008" and worse["state"] == "discarded" and not worse["kept"]
+    assert worse["decision"]["hi"] < 0
+
+    rejected = _payload(res["4:run_experiment"])
+    assert rejected["state"] == "invalid" and "bench.py" in rejected["note"]
+
+    assert "patch" in _error_text(res["5:run_experiment"])
+
+    log = _payload(res["6:log"])
+    assert [e["id"] for e in log] == ["e0007", "e0008", "e0009"]
+    best = _payload(res["7:best"])
+    assert best["incumbent"]["experiment"] == "e0007"
+    assert [e["id"] for e in best["kept"]][-1] == "e0007"
+    shown = _payload(res["8:show"])
+    assert len(shown["runs"]) == 8 and "+BONUS = 3.0" in shown["patch"]
+    stopped = _payload(res["9:stop"])
+    assert stopped["running"] is False and "no run holds the lock" in stopped["message"]
+    assert (fresh_target / ".assay" / "stop").exists()
+
+    # The journal agrees, and the hypothesis was tested and supported.
+    target = api.load(fresh_target)
+    journal = api.open_journal(target, readonly=True)
+    try:
+        h = next(h for h in journal.hypotheses() if h.id == 4)
+        assert h.status == "supported"
+        e7 = journal.experiment("e0007")
+        assert e7 is not None and e7.candidate.hypothesis_id == 4
+    finally:
+        journal.close()
+
+
+def test_run_experiment_refuses_while_a_run_holds_the_lock(bare_target: Path) -> None:
+    from assay.errors import LockError
+    from assay.lock import RunLock
+
+    target = api.load(bare_target)
+    with RunLock(target.state_dir / "run.lock"), pytest.raises(LockError):
+        mcp_faces.run_experiment(target, PATCH.format(old="1.5", value="3.0"), "blocked")
+    assert mcp_faces.stop(target)["running"] is False
+
+
+def test_stop_reports_a_live_run(bare_target: Path) -> None:
+    from assay.lock import RunLock
+
+    target = api.load(bare_target)
+    with RunLock(target.state_dir / "run.lock"):
+        result = mcp_faces.stop(target)
+    assert result["running"] is True and "will stop" in result["message"]
+
+
+def test_run_experiment_on_a_new_target_calibrates_first(bare_target: Path) -> None:
+    target = api.load(bare_target)
+    mcp_faces.stop(target)  # a stop file left over from no live run is ignored
+    out = mcp_faces.run_experiment(target, PATCH.format(old="1.0", value="2.0"), "double BONUS",
+                                   timeout_s=120)
+    assert out["id"] == "e0001" and out["kept"] is True and out["stopped"] == ""
+    st = mcp_faces.status(target)
+    assert st["calibration"] is not None and st["calibration"]["pooled"] > 0
+    assert st["counts"] == {"kept": 1}
+    assert not (bare_target / ".assay" / "stop").exists()
+    assert not (bare_target / ".assay" / "run.lock").exists()

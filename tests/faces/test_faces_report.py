@@ -1,0 +1,145 @@
+"""`assay report`: a self-contained HTML file, checked in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay import api
+from assay.faces import report
+
+EXPECTED = ["e0001", "e0002", "e0003", "e0004", "e0005", "e0006"]
+
+
+@pytest.fixture(scope="module")
+def report_file(ran_target: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "assay", "report", "-C", str(ran_target),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout
+    return out
+
+
+def test_report_is_self_contained(report_file: Path) -> None:
+    text = report_file.read_text()
+    # No external scripts, styles or fonts: everything is inline.
+    assert not re.search(r"<script[^>]+src=", text)
+    assert not re.search(r"<link[^>]+href=", text)
+    assert "Plotly" in text and len(text) > 1_000_000  # plotly.js inlined
+    # Journal text is embedded as JSON, never as markup.
+    assert "<b>prints</b>" not in text
+
+
+def test_report_default_path(ran_target: Path, tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(ran_target, root)
+    path = report.write(api.load(root))
+    assert path == root / ".assay" / "report.html" and path.stat().st_size > 1_000_000
+
+
+def _open(browser: Any, url: str) -> tuple[Any, Any, list[str], list[str]]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url, timeout=30_000)
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_selector("#progress-chart[data-rendered='1']", timeout=30_000)
+    return context, page, errors, requests
+
+
+def test_report_renders_in_chromium(browser: Any, report_file: Path, ran_target: Path,
+                                    screenshots: Path) -> None:
+    context, page, errors, requests = _open(browser, report_file.as_uri())
+    try:
+        # The chart: plotly drew an SVG with a marker per experiment and the step line.
+        assert page.locator("#progress-chart .main-svg").count() >= 1
+        assert page.locator("#progress-chart").get_attribute("data-points") == "6"
+        n_markers = page.evaluate(
+            "document.querySelectorAll('#progress-chart .scatterlayer .points path').length")
+        assert n_markers == 6
+        legend = page.locator("#progress-chart .legendtext").evaluate_all(
+            "nodes => nodes.map(n => n.textContent)")
+        assert {"kept", "discarded", "crashed", "invalid", "running best (kept)"} <= set(legend)
+        assert any("noise" in t for t in legend)
+        # The table lists every experiment.
+        ids = page.locator("#experiments-table tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.id)")
+        assert ids == EXPECTED
+        # Win rates and cost are drawn.
+        assert page.locator("#rates tr[data-name='llm']").inner_text().strip().endswith("67%")
+        assert "$0.0170" in page.locator("#costs").inner_text()
+        # Escaped, not interpreted.
+        assert "SIZE 7 <b>prints</b> no metric" in page.locator(
+            "#experiments-table tr[data-id='e0004']").inner_text()
+        page.screenshot(path=str(screenshots / "report-overview.png"), full_page=True)
+
+        # Sorting by clicking headers (plain JS).
+        effects = {r["id"]: r["decision"]["effect"] for r in api.log(ran_target)
+                   if r["decision"] and r["decision"]["effect"] is not None}
+        rows = "rows => rows.map(r => r.dataset.id)"
+        page.click("#experiments-table th[data-key='effect']")
+        by_effect = page.locator("#experiments-table tbody tr").evaluate_all(rows)
+        assert by_effect[:4] == sorted(effects, key=lambda i: effects[i])
+        assert by_effect[0] == "e0002"
+        assert set(by_effect[4:]) == {"e0003", "e0004"}  # no effect: last
+        page.click("#experiments-table th[data-key='effect']")
+        desc = page.locator("#experiments-table tbody tr").evaluate_all(rows)
+        assert desc[:4] == sorted(effects, key=lambda i: -effects[i])
+        page.click("#experiments-table th[data-key='state']")
+        states = page.locator("#experiments-table tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.state)")
+        assert states == sorted(states)
+        page.locator("#experiments-table").screenshot(
+            path=str(screenshots / "report-table-sorted-by-state.png"))
+
+        # An experiment's details: diff, decision with its interval, runs, logs.
+        page.click("#experiments-table a:text('e0005')")
+        detail = page.locator("details#e0005")
+        assert detail.get_attribute("open") is not None
+        assert "+BONUS = 1.5" in detail.locator("pre.diff .add").inner_text()
+        assert "keep" in detail.locator("table.decisions").inner_text()
+        assert detail.locator("svg.bar").count() == 1
+        assert detail.locator("table.runs tbody tr").count() == 8
+        detail.locator("details.log").first.locator("summary").click()
+        assert "METRIC speed=" in detail.locator("details.log pre").first.inner_text()
+        detail.screenshot(path=str(screenshots / "report-experiment-e0005-kept-patch.png"))
+
+        crashed = page.locator("details#e0003")
+        crashed.locator("summary").first.click()
+        logs = crashed.locator("details.log")
+        for i in range(logs.count()):
+            logs.nth(i).locator("summary").click()
+        assert "boom: SIZE 13 is unlucky" in crashed.inner_text()
+        crashed.screenshot(path=str(screenshots / "report-experiment-e0003-crashed-logs.png"))
+
+        assert errors == []
+        assert all(u.startswith(("file:", "data:", "about:", "blob:")) for u in requests), \
+            requests
+    finally:
+        context.close()
+
+
+def test_empty_report_renders(browser: Any, tmp_path: Path, screenshots: Path) -> None:
+    from .conftest import make_target
+
+    root = make_target(tmp_path / "empty")
+    path = report.write(api.load(root), tmp_path / "empty.html")
+    context, page, errors, _ = _open(browser, path.as_uri())
+    try:
+        assert page.locator("#experiments-table tbody tr").count() == 0
+        assert errors == []
+        page.screenshot(path=str(screenshots / "report-empty-journal.png"))
+    finally:
+        context.close()

@@ -1,0 +1,272 @@
+"""Shared helpers for the proposer tests: temp git repos and a scripted LLM HTTP server.
+
+The server speaks two wire formats on 127.0.0.1:
+
+- OpenAI chat completions: ``POST /v1/chat/completions``
+- Anthropic messages: ``POST /v1/messages``
+
+Each request takes the next scripted step: a reply text, an HTTP error, or a callable that
+builds a step from the request. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from assay.config import Target, parse
+from assay.model import Incumbent
+from assay.proposers.base import ProposalContext
+
+
+def sh(cwd: Path, *args: str) -> str:
+    return subprocess.run(list(args), cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def make_repo(root: Path, files: dict[str, str], config: str) -> str:
+    """A git repo at ``root`` holding ``files`` and assay.toml; returns the commit."""
+    root.mkdir(parents=True, exist_ok=True)
+    sh(root, "git", "init", "-q", "-b", "main")
+    sh(root, "git", "config", "user.email", "test@example.com")
+    sh(root, "git", "config", "user.name", "test")
+    sh(root, "git", "config", "commit.gpgsign", "false")
+    for path, text in {**files, "assay.toml": config}.items():
+        f = root / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    (root / ".gitignore").write_text(".assay/\n__pycache__/\n")
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "commit", "-q", "-m", "init")
+    return sh(root, "git", "rev-parse", "HEAD").strip()
+
+
+def target_of(root: Path) -> Target:
+    return parse((root / "assay.toml").read_text(), root)
+
+
+def context_of(target: Target, commit: str, **kw: Any) -> ProposalContext:
+    files = kw.pop("files", None)
+    if files is None:
+        files = {p: (target.root / p).read_text() for p in tracked(target.root)
+                 if target.is_editable(p) and not target.is_protected(p)}
+    return ProposalContext(target=target, incumbent=Incumbent(commit), files=files, **kw)
+
+
+def tracked(root: Path) -> list[str]:
+    return [p for p in sh(root, "git", "ls-files").splitlines() if p]
+
+
+def applies(root: Path, patch: str) -> bool:
+    proc = subprocess.run(["git", "apply", "--check", "-"], cwd=root, input=patch, text=True,
+                          capture_output=True)
+    return proc.returncode == 0
+
+
+APP = '''\
+import time
+
+
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def main():
+    start = time.perf_counter()
+    work(100000)
+    print("elapsed", time.perf_counter() - start)
+'''
+
+BENCH = "from src.app import main\nmain()\n"
+
+
+def config_text(llm: str = "", agent: str = "", extra: str = "") -> str:
+    out = """\
+[target]
+brief = "program.md"
+
+[metric]
+name = "score"
+direction = "maximize"
+
+[commands]
+bench = "python bench.py"
+
+[scope]
+editable = ["src/**/*.py"]
+protected = ["bench.py"]
+"""
+    if llm:
+        out += "\n[proposer.llm]\n" + llm
+    if agent:
+        out += "\n[proposer.agent]\n" + agent
+    return out + extra
+
+
+GOOD_EDIT = """\
+HYPOTHESIS: a closed-form sum of squares replaces the loop, so work() is O(1)
+
+src/app.py
+```python
+<<<<<<< SEARCH
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+=======
+    return (n - 1) * n * (2 * n - 1) // 6
+>>>>>>> REPLACE
+```
+"""
+
+
+# ------------------------------------------------------------------ the scripted server
+
+Step = Any  # str (reply text) | Err | Callable[[dict], Step]
+
+
+@dataclass
+class Err:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = "scripted error"
+
+
+@dataclass
+class Reply:
+    text: str
+    finish: str = ""  # "" = normal stop
+    tokens_in: int | None = 1000
+    tokens_out: int | None = 200
+
+
+@dataclass
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    def texts(self) -> list[str]:
+        """Every message's content, the system prompt first."""
+        out = []
+        if isinstance(self.body.get("system"), str):
+            out.append(self.body["system"])
+        for m in self.body.get("messages", []):
+            out.append(m["content"] if isinstance(m["content"], str)
+                       else json.dumps(m["content"]))
+        return out
+
+    @property
+    def last_user(self) -> str:
+        return [m for m in self.body["messages"] if m["role"] == "user"][-1]["content"]
+
+
+class LLMServer:
+    """A threaded HTTP server with scripted replies in both wire formats."""
+
+    def __init__(self, steps: Iterable[Step] = (), default: Step | None = None) -> None:
+        self.steps: list[Step] = list(steps)
+        self.default = default
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                with server._lock:
+                    server.requests.append(req)
+                    if server.steps:
+                        step = server.steps.pop(0)
+                    elif server.default is not None:
+                        step = server.default
+                    else:
+                        step = Err(500, message="no scripted reply left")
+                while callable(step):
+                    step = step(req)
+                if isinstance(step, str):
+                    step = Reply(step)
+                if self.path.endswith("/chat/completions"):
+                    status, payload, headers = _openai(step, body)
+                elif self.path.endswith("/messages"):
+                    status, payload, headers = _anthropic(step, body)
+                else:
+                    status, payload, headers = 404, {"error": {"message": "no route"}}, {}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LLMServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+def _openai(step: Reply | Err, body: dict[str, Any]) -> tuple[int, dict[str, Any],
+                                                             dict[str, str]]:
+    if isinstance(step, Err):
+        return step.status, {"error": {"message": step.message, "type": "scripted",
+                                       "code": step.status}}, step.headers
+    usage = None
+    if step.tokens_in is not None:
+        usage = {"prompt_tokens": step.tokens_in, "completion_tokens": step.tokens_out,
+                 "total_tokens": step.tokens_in + (step.tokens_out or 0)}
+    return 200, {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": step.text},
+                     "finish_reason": step.finish or "stop"}],
+        **({"usage": usage} if usage else {}),
+    }, {}
+
+
+def _anthropic(step: Reply | Err, body: dict[str, Any]) -> tuple[int, dict[str, Any],
+                                                                dict[str, str]]:
+    if isinstance(step, Err):
+        return step.status, {"type": "error", "error": {"type": "scripted",
+                                                        "message": step.message}}, step.headers
+    return 200, {
+        "id": "msg_1", "type": "message", "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [{"type": "text", "text": step.text}],
+        "stop_reason": {"length": "max_tokens"}.get(step.finish, step.finish or "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": step.tokens_in or 0, "output_tokens": step.tokens_out or 0},
+    }, {}
+
+
+def noop_sleep_recorder() -> tuple[list[float], Callable[[float], None]]:
+    delays: list[float] = []
+    return delays, delays.append

@@ -1,0 +1,323 @@
+"""The agent proposer with scripted agent executables in real temp git repos."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from proposer_helpers import (
+    APP,
+    BENCH,
+    applies,
+    config_text,
+    context_of,
+    make_repo,
+    sh,
+    target_of,
+)
+
+from assay.config import Target
+from assay.errors import ConfigError, ProposerError
+from assay.proposers.agent import AgentProposer, render_command
+from assay.proposers.edits import rejection
+
+EDIT_AGENT = r'''
+import pathlib, sys
+brief = pathlib.Path(".assay-brief.md").read_text()
+assert "## What to do" in brief, brief
+assert "## Measurement" in brief
+app = pathlib.Path("src/app.py")
+loop = "    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n"
+imports = "import time\n\nfrom src.helper import squares\n"
+app.write_text(app.read_text().replace(loop, "    return squares(n)\n").replace(
+    "import time\n", imports))
+helper = "def squares(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n"
+pathlib.Path("src/helper.py").write_text(helper)
+pathlib.Path(".assay-hypothesis.txt").write_text("closed form in a helper module\nmore text\n")
+print("done")
+'''
+
+
+def repo(tmp_path: Path, agent: str) -> tuple[Target, str]:
+    root = tmp_path / "repo"
+    commit = make_repo(root, {"src/app.py": APP, "bench.py": BENCH,
+                              "program.md": "Make work() faster.\n"},
+                       config_text(agent=agent))
+    return target_of(root), commit
+
+
+def script(tmp_path: Path, body: str, name: str = "agent.py") -> str:
+    path = tmp_path / name
+    path.write_text(body)
+    return f"{sys.executable} {path}"
+
+
+def agent_cfg(command: str, extra: str = "") -> str:
+    return f"command = '''{command}'''\n" + extra
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its reaper is not running
+        state = Path(f"/proc/{pid}/status").read_text()
+        return "\nState:\tZ" not in state
+    except OSError:
+        return False
+
+
+def test_edits_become_a_candidate_with_new_files(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, EDIT_AGENT)))
+    proposer = AgentProposer.from_target(target)
+    [cand] = proposer.propose(context_of(target, commit), 1)
+    assert rejection(cand) is None, cand.meta
+    assert cand.hypothesis == "closed form in a helper module"
+    assert "diff --git a/src/app.py b/src/app.py" in cand.patch
+    assert "new file mode 100644" in cand.patch and "b/src/helper.py" in cand.patch
+    assert ".assay-brief" not in cand.patch and ".assay-hypothesis" not in cand.patch
+    assert applies(target.root, cand.patch)
+    assert cand.meta["exit_code"] == 0 and cand.meta["attempts"] == 1
+    assert sh(target.root, "git", "worktree", "list").count("\n") == 1  # private tree removed
+    assert sh(target.root, "git", "status", "--porcelain") == ""
+
+
+def test_checkout_from_the_context_is_used(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, EDIT_AGENT)))
+    names: list[str] = []
+
+    def checkout(name: str) -> Path:
+        names.append(name)
+        path = tmp_path / "trees" / name
+        if not path.exists():
+            sh(target.root, "git", "worktree", "add", "--detach", "-f", str(path), commit)
+        sh(path, "git", "checkout", "-q", "--force", "--detach", commit)
+        sh(path, "git", "clean", "-fdq")
+        return path
+
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, checkout=checkout), 1)
+    assert rejection(cand) is None and names == ["agent-0"]
+
+
+def test_hypothesis_and_usage_from_json_output(tmp_path: Path) -> None:
+    body = r'''
+import json, pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print(json.dumps({"type": "result", "result": "Done.\nHYPOTHESIS: tighter arithmetic",
+                  "total_cost_usd": 0.042,
+                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
+                            "output_tokens": 7}}))
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    assert cand.hypothesis == "tighter arithmetic"
+    assert cand.meta["tokens_in"] == 15 and cand.meta["tokens_out"] == 7
+    assert cand.meta["cost_usd"] == pytest.approx(0.042) and cand.meta["priced"] is True
+
+
+def test_hanging_agent_is_killed_with_its_whole_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hang = tmp_path / "hang.sh"
+    hang.write_text(f"#!/bin/bash\nsleep 300 &\necho $! >> {pids}\necho $$ >> {pids}\n"
+                    "( sleep 300 ) &\necho $! >> " + str(pids) + "\nwait\n")
+    hang.chmod(0o755)
+    target, commit = repo(tmp_path, agent_cfg(f"bash {hang}", "timeout_s = 1\n"))
+    start = time.monotonic()
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    assert time.monotonic() - start < 30
+    reason = rejection(cand)
+    assert reason is not None and reason.startswith("timeout")
+    assert cand.meta["timed_out"] is True
+    ids = [int(x) for x in pids.read_text().split()]
+    assert len(ids) == 3
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in ids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in ids if alive(p)], "orphan processes survived the timeout"
+
+
+def test_protected_file_edit_is_rejected_with_the_reason(tmp_path: Path) -> None:
+    body = r'''
+import pathlib
+pathlib.Path("bench.py").write_text("print('score 1e9')\n")
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text() + "\n# faster\n")
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    reason = rejection(cand)
+    assert reason is not None and reason.startswith("scope:")
+    assert "bench.py is protected" in reason
+    assert "bench.py" in cand.patch  # what was attempted stays visible
+
+
+def test_new_file_outside_the_scope_is_rejected(tmp_path: Path) -> None:
+    body = "import pathlib\npathlib.Path('notes.txt').write_text('scratch')\n"
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    reason = rejection(cand)
+    assert reason is not None and "notes.txt is outside the editable scope" in reason
+
+
+def test_assay_toml_is_always_protected(tmp_path: Path) -> None:
+    body = ("import pathlib\np = pathlib.Path('assay.toml')\n"
+            "p.write_text(p.read_text().replace('bench.py\"]', 'x\"]'))\n")
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    reason = rejection(cand)
+    assert reason is not None and "assay.toml is protected" in reason
+
+
+def test_ignored_scratch_files_are_dropped(tmp_path: Path) -> None:
+    body = r'''
+import pathlib
+pathlib.Path(".aider.chat.history.md").write_text("chat")
+pathlib.Path(".aider.tags.cache.v4").mkdir()
+pathlib.Path(".aider.tags.cache.v4/cache.db").write_text("x")
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print("HYPOTHESIS: spacing")
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body), 'ignore = [".aider*"]\n'))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    assert rejection(cand) is None and ".aider" not in cand.patch
+    assert cand.hypothesis == "spacing"
+
+
+def test_environment_holds_only_what_the_config_allows(tmp_path: Path) -> None:
+    dump = tmp_path / "env.json"
+    body = ("import json, os, pathlib\n"
+            f"pathlib.Path({str(dump)!r}).write_text(json.dumps(dict(os.environ)))\n"
+            "p = pathlib.Path('src/app.py'); p.write_text(p.read_text() + '# x\\n')\n")
+    extra = 'env = ["EXTRA_KEY", "ABSENT_KEY"]\n'
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body), extra))
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "EXTRA_KEY": "yes",
+               "SECRET_TOKEN": "leak", "OPENAI_API_KEY": "leak"}
+    proposer = AgentProposer.from_target(target, environ=environ)
+    [cand] = proposer.propose(context_of(target, commit), 1)
+    assert rejection(cand) is None
+    seen = json.loads(dump.read_text())
+    assert seen["EXTRA_KEY"] == "yes" and seen["HOME"] == str(tmp_path)
+    assert "SECRET_TOKEN" not in seen and "OPENAI_API_KEY" not in seen
+    assert "ABSENT_KEY" not in seen
+
+
+def test_failing_agent_is_rejected_with_its_stderr(tmp_path: Path) -> None:
+    body = ("import pathlib, sys\np = pathlib.Path('src/app.py')\n"
+            "p.write_text(p.read_text() + '# half done\\n')\n"
+            "print('model quota exceeded', file=sys.stderr)\nsys.exit(3)\n")
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    reason = rejection(cand)
+    assert reason is not None and reason.startswith("exit: the agent exited with status 3")
+    assert "model quota exceeded" in reason
+
+
+def test_agent_that_changes_nothing_is_rejected(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, "print('nothing to do')\n")))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    reason = rejection(cand)
+    assert reason is not None and reason.startswith("no_change")
+
+
+def test_committed_changes_are_part_of_the_diff(tmp_path: Path) -> None:
+    body = ("import pathlib, subprocess\np = pathlib.Path('src/app.py')\n"
+            "p.write_text(p.read_text().replace('total = 0', 'total = 0  # start'))\n"
+            "subprocess.run(['git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', "
+            "'-qam', 'agent commit'], check=True)\n")
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    assert rejection(cand) is None and "total = 0  # start" in cand.patch
+    assert applies(target.root, cand.patch)
+
+
+def test_duplicate_reruns_once_with_a_note_then_rejects(tmp_path: Path) -> None:
+    briefs = tmp_path / "briefs"
+    briefs.mkdir()
+    body = ("import pathlib, uuid\n"
+            f"pathlib.Path({str(briefs)!r}, uuid.uuid4().hex).write_text("
+            "pathlib.Path('.assay-brief.md').read_text())\n"
+            "p = pathlib.Path('src/app.py')\n"
+            "p.write_text(p.read_text().replace('total += i * i', 'total += i*i'))\n")
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    proposer = AgentProposer.from_target(target)
+    [first] = proposer.propose(context_of(target, commit), 1)
+    [again] = proposer.propose(context_of(target, commit,
+                                          tried_digests=frozenset({first.digest})), 1)
+    reason = rejection(again)
+    assert reason is not None and reason.startswith("duplicate")
+    assert again.meta["attempts"] == 2
+    texts = [p.read_text() for p in briefs.iterdir()]
+    assert sum("same change as an experiment already tried" in t for t in texts) == 1
+
+
+def test_wave_runs_agents_in_parallel_and_flags_in_wave_duplicates(tmp_path: Path) -> None:
+    body = ("import pathlib, time\ntime.sleep(1)\np = pathlib.Path('src/app.py')\n"
+            "p.write_text(p.read_text().replace('total += i * i', 'total += i*i'))\n")
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    cands = AgentProposer.from_target(target).propose(context_of(target, commit), 2)
+    reasons = sorted(str(rejection(c)) for c in cands)
+    assert reasons[0] == "None" and reasons[1].startswith("duplicate")
+
+
+def test_placeholders_are_shell_quoted(tmp_path: Path) -> None:
+    out = tmp_path / "argv.json"
+    body = ("import json, sys, pathlib\n"
+            f"pathlib.Path({str(out)!r}).write_text(json.dumps(sys.argv[1:]))\n"
+            "p = pathlib.Path('src/app.py'); p.write_text(p.read_text() + '# x\\n')\n")
+    cmd = script(tmp_path, body) + " {brief_name} {files} {model} ${HOME}x"
+    target, commit = repo(tmp_path, agent_cfg(cmd, "model = \"it's $(rm -rf /)\"\n"))
+    [cand] = AgentProposer.from_target(target, environ={
+        "PATH": os.environ["PATH"], "HOME": "/home/h"}).propose(context_of(target, commit), 1)
+    assert rejection(cand) is None
+    argv = json.loads(out.read_text())
+    assert argv == [".assay-brief.md", "src/app.py", "it's $(rm -rf /)", "/home/hx"]
+
+
+def test_render_command_brief_text() -> None:
+    values = {"brief_file": "/b", "brief_name": "b", "brief": "a 'quoted' $brief\n`x`",
+              "hypothesis_file": "/h", "worktree": "/w", "files": "a.py\0b c.py",
+              "model": ""}
+    cmd = render_command("agent -p {brief} {files} {model}", values)
+    assert cmd == "agent -p 'a '\"'\"'quoted'\"'\"' $brief\n`x`' a.py 'b c.py' ''"
+
+
+def test_missing_cli_raises(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg("no-such-agent-cli-xyz {brief_file}"))
+    with pytest.raises(ProposerError, match="not installed"):
+        AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+
+
+@pytest.mark.parametrize(("agent", "needle"), [
+    ('preset = "claude"\n', "claude -p --output-format json --permission-mode acceptEdits"),
+    ('preset = "claude"\nmodel = "opus"\n', "--model {model}"),
+    ('preset = "codex"\n', "codex exec --full-auto"),
+    ('preset = "aider"\n', "--message-file {brief_file} {files}"),
+    ('preset = "claude"\ncommand = "my-agent {brief_file}"\n', "my-agent {brief_file}"),
+])
+def test_presets(tmp_path: Path, agent: str, needle: str) -> None:
+    target, _ = repo(tmp_path, agent)
+    proposer = AgentProposer.from_target(target)
+    assert needle in proposer.command
+    if "aider" in agent:
+        assert ".aider*" in proposer.ignore
+
+
+@pytest.mark.parametrize(("agent", "match"), [
+    ("timeout_s = 10\n", r"needs `preset`"),
+    ('preset = "cursor"\n', r"'cursor' is not one of the choices"),
+    ('preset = "claude"\ntimout_s = 5\n', r"timout_s\] is not a known key"),
+    ('preset = "claude"\nenv = ["BAD NAME"]\n', r"not an environment variable name"),
+    ('command = " "\n', r"must not be empty"),
+])
+def test_config_errors(tmp_path: Path, agent: str, match: str) -> None:
+    target, _ = repo(tmp_path, agent)
+    with pytest.raises(ConfigError, match=match):
+        AgentProposer.from_target(target)

@@ -1,0 +1,218 @@
+"""`assay init`: each layout is detected, rendered, and the rendered file parses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from assay.config import parse
+from assay.errors import ConfigError
+from assay.init import InitPlan, ask_plan, detect, guess_direction, render, write_config
+from assay.model import Direction
+
+
+def make(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def roundtrip(plan: InitPlan) -> str:
+    text = render(plan)
+    parse(text, plan.root)
+    return text
+
+
+PI = {
+    "autoresearch.sh": "#!/bin/bash\nset -e\npython bench/run.py --quick\n"
+                       'echo "METRIC total_ms=$ms"\n',
+    "bench/run.py": 'print(f"METRIC total_ms={t}")\nprint(f"METRIC peak_mb={m}")\n',
+    "autoresearch.checks.sh": "#!/bin/bash\npytest -q\n",
+    "autoresearch.md": "# Session\nMake it fast.\n",
+    "lib/engine.c": "int main(void) { return 0; }\n",
+}
+
+
+def test_pi_autoresearch(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, PI))
+    assert plan.layout == "pi-autoresearch" and plan.complete
+    assert plan.metric == "total_ms" and plan.direction == "minimize"
+    assert plan.bench == "bash autoresearch.sh"
+    assert plan.checks == "bash autoresearch.checks.sh"
+    assert plan.brief == "autoresearch.md"
+    assert {"autoresearch.sh", "autoresearch.checks.sh", "bench/run.py"} <= set(plan.protected)
+    assert plan.other_metrics == (("peak_mb", "minimize"),)
+    assert any("guessed" in n for n in plan.notes)
+    assert plan.editable == ("lib/**/*.c",)
+    text = roundtrip(plan)
+    assert "# [[guards]]" in text and 'name = "total_ms"' in text
+    target = parse(text, tmp_path)
+    assert target.metric.direction is Direction.MINIMIZE
+    assert target.metric.reader == "metric_lines"
+
+
+def test_pi_autoresearch_without_metric_lines(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, {"autoresearch.sh": "./run\n", "main.py": "x = 1\n"}))
+    assert plan.layout == "pi-autoresearch"
+    assert plan.missing == ("metric",)
+    text = roundtrip(plan)
+    assert "TODO" in text
+
+
+KARPATHY = {
+    "train.py": 'import torch\nprint("---")\nprint(f"val_bpb:          {val_bpb:.6f}")\n'
+                'print(f"training_seconds: {t:.1f}")\nprint(f"peak_vram_mb:     {m:.1f}")\n',
+    "prepare.py": "# data and evaluation\n",
+    "program.md": "# autoresearch\n",
+    "pyproject.toml": '[project]\nname = "autoresearch"\n',
+    "uv.lock": "",
+}
+
+
+def test_karpathy_autoresearch(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, KARPATHY))
+    assert plan.layout == "autoresearch" and plan.complete
+    assert (plan.metric, plan.direction, plan.reader) == ("val_bpb", "minimize",
+                                                          "summary_block")
+    assert plan.editable == ("train.py",)
+    assert set(plan.protected) == {"prepare.py", "program.md"}
+    assert plan.brief == "program.md" and plan.bench == "uv run train.py"
+    assert ("peak_vram_mb", "minimize") in plan.other_metrics
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.metric.reader == "summary_block"
+    assert target.bench.timeout_s == 900.0
+    assert target.decision.rule == "expensive"
+    assert target.is_protected("prepare.py") and target.is_editable("train.py")
+
+
+def test_karpathy_other_metric_name(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, {"train.py": 'print("---")\nprint(f"accuracy: {a}")\n'}))
+    assert plan.metric == "accuracy" and plan.direction == "maximize"
+    assert plan.bench == "python train.py"
+    roundtrip(plan)
+
+
+def test_pytest_and_pyproject(tmp_path: Path) -> None:
+    make(tmp_path, {"pyproject.toml": '[project]\nname = "pkg"\n\n[tool.pytest.ini_options]\n',
+                    "src/pkg/__init__.py": "", "tests/test_a.py": "def test(): pass\n"})
+    plan = detect(tmp_path)
+    assert plan.layout == "pytest"
+    assert plan.checks == "python -m pytest -q"
+    assert plan.editable == ("src/**/*.py",)
+    assert "tests/**" in plan.protected
+    assert plan.missing == ("metric", "bench")
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.checks is not None and target.checks.cmd == "python -m pytest -q"
+
+
+def test_pyproject_flat_package(tmp_path: Path) -> None:
+    make(tmp_path, {"pyproject.toml": '[project]\nname = "my-pkg"\n',
+                    "my_pkg/core.py": "x = 1\n"})
+    plan = detect(tmp_path)
+    assert plan.layout == "pyproject" and plan.editable == ("my_pkg/**/*.py",)
+    roundtrip(plan)
+
+
+def test_cmake(tmp_path: Path) -> None:
+    make(tmp_path, {"CMakeLists.txt": "project(x)\nenable_testing()\nadd_test(t t)\n",
+                    "src/a.cpp": "", "src/a.h": "", "build/junk.cpp": ""})
+    plan = detect(tmp_path)
+    assert plan.layout == "cmake"
+    assert plan.build.startswith("cmake -S . -B build")
+    assert plan.checks.startswith("ctest")
+    assert plan.editable == ("src/**/*.cpp", "src/**/*.h")
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.build is not None and "cmake --build" in target.build.cmd
+
+
+def test_nothing_detected_still_renders(tmp_path: Path) -> None:
+    plan = detect(tmp_path)
+    assert not plan.detected and plan.missing == ("metric", "bench", "editable")
+    assert "nothing recognised" in plan.describe()
+    text = roundtrip(plan)
+    assert text.count("TODO") >= 3
+
+
+def test_every_key_is_commented(tmp_path: Path) -> None:
+    text = render(detect(make(tmp_path, PI)))
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "=" in line and not line.startswith(("#", "[")):
+            assert lines[i - 1].startswith("#") or "#" in line, line
+
+
+def scripted(answers: list[str]) -> tuple[list[tuple[str, str]], object]:
+    asked: list[tuple[str, str]] = []
+    it: Iterator[str] = iter(answers)
+
+    def prompt(question: str, default: str) -> str:
+        asked.append((question, default))
+        answer = next(it)
+        return default if answer == "" else answer
+
+    return asked, prompt
+
+
+def test_ask_plan_with_scripted_prompt(tmp_path: Path) -> None:
+    asked, prompt = scripted(["latency_ms", "", "json", "results.0.latency_ms",
+                              "./bench --json", "lib/*.c, include/*.h", "make test"])
+    plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
+    assert asked[1][1] == "minimize"  # the default offered is the guess from the name
+    assert plan.metric == "latency_ms" and plan.direction == "minimize"
+    assert plan.reader == "json" and plan.json_path == "results.0.latency_ms"
+    assert plan.editable == ("lib/*.c", "include/*.h") and plan.checks == "make test"
+    assert plan.complete
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.metric.json_path == "results.0.latency_ms"
+    assert target.bench.cmd == "./bench --json"
+
+
+def test_ask_plan_offers_detected_defaults(tmp_path: Path) -> None:
+    make(tmp_path, PI)
+    asked, prompt = scripted(["", "", "", "", "", ""])
+    plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
+    assert [d for _, d in asked][:4] == ["total_ms", "minimize", "metric_lines",
+                                         "bash autoresearch.sh"]
+    assert plan.metric == "total_ms" and plan.checks == "bash autoresearch.checks.sh"
+
+
+def test_ask_plan_aliases_and_retries(tmp_path: Path) -> None:
+    _, prompt = scripted(["score", "sideways", "max", "lines", "python b.py", "a.py", ""])
+    plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
+    assert plan.direction == "maximize" and plan.reader == "metric_lines"
+    assert plan.checks == ""
+    _, bad = scripted(["score", "up", "up", "up"])
+    with pytest.raises(ConfigError, match="maximize, minimize"):
+        ask_plan(tmp_path, bad)  # type: ignore[arg-type]
+
+
+def test_write_config(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, KARPATHY))
+    path = write_config(tmp_path, plan)
+    assert path == tmp_path / "assay.toml" and path.read_text() == render(plan)
+    with pytest.raises(ConfigError, match="already exists"):
+        write_config(tmp_path, plan)
+    assert write_config(tmp_path, plan, force=True) == path
+
+
+def test_strings_are_escaped(tmp_path: Path) -> None:
+    plan = InitPlan(root=tmp_path, metric='we"ird\\name', bench="echo 'a\"b'\t\x7f\n",
+                    editable=("src/é/**",), brief="")
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.metric.name == 'we"ird\\name'
+    assert target.bench.cmd == "echo 'a\"b'\t\x7f\n"
+    assert target.editable == ("src/é/**",)
+
+
+@pytest.mark.parametrize(("name", "direction"), [
+    ("total_ms", "minimize"), ("latency", "minimize"), ("val_bpb", "minimize"),
+    ("train-loss", "minimize"), ("peak_kb", "minimize"), ("throughput", "maximize"),
+    ("tokens_per_s", "maximize"), ("ms_per_token", "minimize"), ("accuracy", "maximize"),
+    ("msgs", "maximize"), ("wall_time_s", "minimize"),
+])
+def test_guess_direction(name: str, direction: str) -> None:
+    assert guess_direction(name)[0] == direction
