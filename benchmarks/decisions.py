@@ -12,6 +12,10 @@ the confirmation block on another slot. Every run counts, and the A/A blocks are
 too, spread over the experiments of one session (``--session`` experiments share one
 calibration).
 
+An extra row drives expensive mode (``rule = "expensive"``) on the same draws:
+candidate-only runs judged against three recorded incumbent runs per slot (reused, so not
+charged), at most 24 candidate runs.
+
 Peers, each on the same draws:
 
 * single run: one candidate run beats the incumbent's last run (karpathy autoresearch,
@@ -29,8 +33,9 @@ pairs whose mean, thresholded at the oracle's 98th percentile under no effect, k
 least 90% of +3% candidates (the oracle knows the null distribution exactly, which no
 real rule does). It is printed in runs (two per pair).
 
-Run ``python benchmarks/decisions.py`` (about a minute per thousand trials on 2 cores);
-``--trials`` sets the trials per cell.
+Run ``python benchmarks/decisions.py``: with the default 2,000 trials per cell it takes
+about three CPU-minutes, spread over ``--jobs`` processes (2 by default); ``--trials``
+sets the trials per cell.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ of blocks is measured on one slot and on two:
 
     efficiency = T1 / (2 × T2)
 
-where T1 and T2 are the wall times from the first submission to the last result. For Ray,
-"one slot" is a one-node cluster and "two slots" the same cluster after a second node
-joins. Every configuration is warmed up first (worktrees, node-local clone, Ray workers)
-and measured ``--repeat`` times; the table shows each repetition, the summary the median.
+where T1 and T2 are the wall times from the first submission to the last result, with
+at most one block and at most two blocks in flight. The local executor has two slots; the
+Ray cluster has two local nodes of one CPU and one benchmark slot each (T1 keeps one node
+busy, T2 both). Each executor is warmed up first (worktrees, node-local clone, Ray
+workers); T1 and T2 are then measured alternately ``--repeat`` times, so a change in
+background load hits both. The table shows each repetition, the summary the median.
 
 Usage::
 
@@ -97,41 +99,49 @@ def blocks(ws: Workspace, tag: str, n: int) -> list[Block]:
                   Candidate(head), seq=i) for i in range(n)]
 
 
-def measure(ex: Executor, todo: list[Block]) -> float:
-    """Wall time to run every block, keeping every free slot busy."""
+def measure(ex: Executor, todo: list[Block], parallel: int) -> float:
+    """Wall time to run every block with at most ``parallel`` slots busy at once."""
     pending = list(todo)
-    done = 0
+    done = running = 0
     start = time.perf_counter()
     while done < len(todo):
-        for _ in ex.free_slot_names():
+        for _ in sorted(ex.free_slot_names())[: parallel - running]:
             if pending:
                 ex.submit(pending.pop(0))
+                running += 1
         for res in ex.wait(0.5):
             if res.error or len(res.runs) != 2 or any(r.status.value != "ok" for r in res.runs):
                 raise SystemExit(f"block {res.block_id} failed: {res.error or res.runs}")
             done += 1
+            running -= 1
     return time.perf_counter() - start
+
+
+def interleaved(ex: Executor, ws: Workspace, tag: str, n: int, repeat: int
+                ) -> list[tuple[float, float]]:
+    """T1 and T2 measured alternately, so a change in background load hits both."""
+    measure(ex, blocks(ws, f"{tag}-warm", 4), 2)  # worktrees, clones, workers on both slots
+    out = []
+    for r in range(repeat):
+        t1 = measure(ex, blocks(ws, f"{tag}-r{r}-1", n), 1)
+        t2 = measure(ex, blocks(ws, f"{tag}-r{r}-2", n), 2)
+        out.append((t1, t2))
+    return out
 
 
 def run_local(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
     from assay.executors.local import LocalExecutor
 
-    out = []
-    execs = {}
-    for slots in (1, 2):
-        target, ws = make_repo(base / "local", iters, slots)
-        execs[slots] = LocalExecutor(target, ws)
-        measure(execs[slots], blocks(ws, f"warm{slots}", slots))  # worktrees, caches
-    for r in range(repeat):
-        t1 = measure(execs[1], blocks(execs[1].ws, f"r{r}s1", n))
-        t2 = measure(execs[2], blocks(execs[2].ws, f"r{r}s2", n))
-        out.append((t1, t2))
-    for ex in execs.values():
+    target, ws = make_repo(base / "local", iters, 2)
+    ex = LocalExecutor(target, ws)
+    try:
+        return interleaved(ex, ws, "local", n, repeat)
+    finally:
         ex.close()
-    return out
 
 
 def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
+    """Two local Ray nodes of one CPU and one benchmark slot each; T1 uses one of them."""
     import ray
 
     from assay.executors.ray import RayConfig, RayExecutor
@@ -139,30 +149,21 @@ def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, fl
 
     os.environ.update(RAY_ENV)
     launcher = LocalLauncher(SkyConfig(name="scale"), num_cpus=1, env=RAY_ENV)
-    out: list[tuple[float, float]] = []
     try:
         head = launcher.launch("scale-head", NodeSpec("head", 1))
-        target, ws = make_repo(base / "ray", iters, 1)
-        cfg = RayConfig(address=head.driver_address, cache_dir=str(base / "cache"),
-                        min_slots=1, connect_timeout_s=120)
-        ex = RayExecutor(target, ws, cfg)
-        measure(ex, blocks(ws, "warm1", 2))
-        t1s = [measure(ex, blocks(ws, f"r{r}n1", n)) for r in range(repeat)]
         launcher.launch("scale-w1", NodeSpec("worker", 1, head.ray_address))
-        deadline = time.monotonic() + 120
-        while len(ex.free_slot_names()) < 2:
-            if time.monotonic() > deadline:
-                raise SystemExit("the second Ray node did not join")
-            time.sleep(0.5)
-        measure(ex, blocks(ws, "warm2", 4))
-        t2s = [measure(ex, blocks(ws, f"r{r}n2", n)) for r in range(repeat)]
-        out = list(zip(t1s, t2s, strict=True))
-        ex.close()
+        target, ws = make_repo(base / "ray", iters, 2)
+        cfg = RayConfig(address=head.driver_address, cache_dir=str(base / "cache"),
+                        min_slots=2, connect_timeout_s=120)
+        ex = RayExecutor(target, ws, cfg)
+        try:
+            return interleaved(ex, ws, "ray", n, repeat)
+        finally:
+            ex.close()
     finally:
         if ray.is_initialized():
             ray.shutdown()
         launcher.close()
-    return out
 
 
 def main() -> None:

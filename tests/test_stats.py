@@ -198,8 +198,12 @@ def test_futility_discards_early() -> None:
 
 def test_futility_waits_for_enough_pairs() -> None:
     rule = SequentialRule()
-    d = rule.decide(pairs_of([-0.05, -0.04, -0.06, -0.05]), ctx_for())
+    d = rule.decide(pairs_of([-0.05, -0.04, -0.06, -0.05]), ctx_for(noise=0.05))
     assert d.verdict is Verdict.CONTINUE
+    assert d.hi is not None and d.hi < 0.01  # short of δ, but too early to stop on it
+    fixed = SequentialRule(futility_after=4)
+    assert fixed.decide(pairs_of([-0.05, -0.04, -0.06, -0.05]),
+                        ctx_for(noise=0.05)).verdict is Verdict.DISCARD
 
 
 def test_budget_discards_as_inconclusive() -> None:

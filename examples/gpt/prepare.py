@@ -398,9 +398,9 @@ class Data:
         self.preset = p or preset()
         folder = cache_dir(self.preset)
         if not (folder / "meta.json").exists():
-            raise SystemExit(f"no prepared data in {folder}: run `python prepare.py"
-                             f"{' --preset ' + self.preset.name if self.preset.name != 'default' else ''}`"
-                             " first")
+            flag = "" if self.preset.name == "default" else f" --preset {self.preset.name}"
+            raise SystemExit(f"no prepared data in {folder}: run `python prepare.py{flag}` "
+                             "first")
         self.meta: dict[str, Any] = json.loads((folder / "meta.json").read_text())
         self.vocab_size = int(self.meta["vocab_size"])
         self.bos_id = int(self.meta["bos_id"])
@@ -427,6 +427,9 @@ class Data:
         """The next ``batch`` x ``seq_len`` inputs and targets, read in order; wraps around."""
         t = seq_len or self.seq_len
         n = batch * t
+        if n + 1 > self.train_tokens:
+            raise SystemExit(f"a batch of {n} tokens is larger than the training set "
+                             f"({self.train_tokens} tokens)")
         if self.pos + n + 1 > self.train_tokens:
             self.pos = 0
         chunk = self.train[self.pos:self.pos + n + 1].long()

@@ -14,11 +14,10 @@ import time
 
 T_START = time.time()
 
+import prepare  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-import prepare  # noqa: E402
 
 # --- knobs ------------------------------------------------------------------------------
 PRESET = "default"  # "default" or "tiny" (the environment's GPT_PRESET wins)
@@ -40,8 +39,8 @@ ATTENTION = "auto"  # "auto", "cudnn", "flash", "efficient" or "math"
 SEED = 42
 # ----------------------------------------------------------------------------------------
 
-PRESET = os.environ.get("GPT_PRESET", PRESET)
-if PRESET == "tiny":  # a CPU smoke run of seconds
+ACTIVE_PRESET = os.environ.get("GPT_PRESET", PRESET)
+if ACTIVE_PRESET == "tiny":  # a CPU smoke run of seconds
     TIME_BUDGET = float(os.environ.get("GPT_TIME_BUDGET", 4.0))
     TOTAL_BATCH_SIZE, DEVICE_BATCH_SIZE = 2048, 16
     DEPTH, MODEL_DIM, HEAD_DIM = 2, 64, 32
@@ -268,7 +267,7 @@ def main() -> None:
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    p = prepare.preset(PRESET)
+    p = prepare.preset(ACTIVE_PRESET)
     data = prepare.Data(device, p)
     seq_len = data.seq_len
     precision = "bf16" if cuda else "fp32"

@@ -127,6 +127,9 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         if reaped:
             loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
                                 f"{', '.join(map(str, reaped))}")
+        locks = ws.clear_stale_locks() if lock else []
+        if locks:
+            loop.emit("resume", f"removed {len(locks)} git lock file(s) left by a dead run")
         yield loop
     finally:
         journal.close()
@@ -227,9 +230,10 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None) -> Path:
 
     root_path = Path(root).resolve()
     plan = init_mod.detect(root_path)
-    if not plan.detected:
-        if ask is None:
+    if not plan.complete:
+        if ask is not None:
+            plan = init_mod.ask_plan(root_path, ask, plan=plan)
+        elif not plan.detected:
             raise AssayError(f"{root_path}: no known project layout found; run `assay init` in a "
                              "terminal to answer a few questions")
-        plan = init_mod.ask_plan(root_path, ask)
     return init_mod.write_config(root_path, plan, force=force)

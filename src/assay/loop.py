@@ -29,7 +29,7 @@ from typing import Any
 
 from .config import Target
 from .decision import DecisionContext, DecisionRule, FixedPairs, guards_hold
-from .errors import AssayError, PatchError
+from .errors import AssayError, ExecutorError, PatchError
 from .executors.base import Executor
 from .hooks import Hooks
 from .journal import Journal
@@ -57,6 +57,7 @@ from .workspace import Workspace, check_scope, diff_hashes, hash_paths
 CAL = "cal"
 LEASE_TTL_S = 120.0
 MAX_RERUNS = 2
+MAX_EXECUTOR_RETRIES = 3
 Event = Callable[[str, str, "Experiment | None"], None]
 
 
@@ -131,6 +132,12 @@ class Loop:
 
     # -- start / resume ------------------------------------------------------------
     def start(self) -> Incumbent:
+        if not self.target.limits.network:  # say it now, not after every block fails
+            from .process import network_isolation_available
+
+            ok, why = network_isolation_available()
+            if not ok:
+                raise ExecutorError(f"limits.network = false was asked for, but {why}")
         inc = self.journal.incumbent()
         if inc is None:
             head = self.ws.head()
@@ -344,6 +351,11 @@ class Loop:
         if exp is None or exp.state.is_finished():
             return exp
         if result.error_kind == "executor":
+            failures = sum(1 for b in self.journal.blocks(exp.id) if b["error_kind"] == "executor")
+            if failures > MAX_EXECUTOR_RETRIES:  # a failure that follows it everywhere
+                return self._finish(exp, ExperimentState.CRASHED,
+                                    f"executor: {result.error} (failed {failures} times on "
+                                    "every slot tried; not retried again)")
             # The machine failed, not the candidate: measure this block again.
             self.emit("retry", f"{exp.id}: block {result.block_id} failed on "
                                f"{result.worker} ({result.error}); queued again", exp)
@@ -643,8 +655,10 @@ class Loop:
                                         "cancelling running blocks (again to stop at once)", None)
                 self.request_stop(f"stopped by {signal.Signals(signum).name}")
             else:
-                for bid in list(self.executor.running()):
-                    self.executor.cancel(bid)
+                # No locks here: the main thread may hold the executor's. Kill every group.
+                from . import process
+
+                process.kill_all()
                 os._exit(130)
 
         signal.signal(signal.SIGINT, handler)

@@ -95,6 +95,20 @@ class CancelToken:
         return self._event.wait(timeout)
 
 
+_LIVE: dict[int, str] = {}  # process groups started by run() and not yet finished
+
+
+def kill_all() -> int:
+    """SIGKILL every process group this process started and that still runs.
+
+    Takes no lock, so it is safe in a signal handler (an immediate stop on a second Ctrl-C).
+    """
+    groups = list(_LIVE)
+    for pgid in groups:
+        kill_group(pgid)
+    return len(groups)
+
+
 def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -267,6 +281,7 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                 entry.unlink(missing_ok=True)
             raise ExecutorError(f"cannot start {cmd!r} in {cwd}: {exc}") from exc
         pgid = proc.pid
+        _LIVE[pgid] = cmd
         if cancel is not None:
             cancel._add(pgid)
         timed_out = False
@@ -291,6 +306,7 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                     proc.wait()
         finally:
             kill_group(pgid, signal.SIGKILL)  # leftovers of a finished command
+            _LIVE.pop(pgid, None)
             if cancel is not None:
                 cancel._remove(pgid)
             if entry is not None:

@@ -217,6 +217,31 @@ class Workspace:
                   check=False).strip()
         return out or None
 
+    def clear_stale_locks(self) -> list[str]:
+        """Remove git lock files a killed run left in assay's own worktrees and run branch.
+
+        Call only while holding the run lock: nothing else writes these. Returns what was
+        removed (a leftover ``index.lock`` would otherwise fail every block on its slot).
+        """
+        removed: list[str] = []
+        common = Path(git(["rev-parse", "--git-common-dir"], self.root).strip())
+        if not common.is_absolute():
+            common = self.root / common
+        candidates = [common / "refs" / "heads" / f"{self.branch}.lock"]
+        if self.trees.is_dir():
+            for tree in self.trees.iterdir():
+                dotgit = tree / ".git"
+                if dotgit.is_file():
+                    line = dotgit.read_text(errors="replace").strip()
+                    if line.startswith("gitdir:"):
+                        gitdir = Path(line.split(":", 1)[1].strip())
+                        candidates.append((tree / gitdir) / "index.lock")
+        for lock in candidates:
+            if lock.is_file():
+                lock.unlink(missing_ok=True)
+                removed.append(str(lock))
+        return removed
+
     # -- worktrees -----------------------------------------------------------------
     def tree(self, name: str) -> Path:
         """A persistent worktree ``.assay/worktrees/<name>`` (created on first use)."""

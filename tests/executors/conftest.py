@@ -8,7 +8,7 @@ import pytest
 from .helpers import RAY_ENV, RayCluster, ray_cluster
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _ray_env() -> Iterator[None]:
     """Private Ray clusters: no usage stats, no token from home, fast health checks."""
     saved = {k: os.environ.get(k) for k in RAY_ENV}
@@ -21,9 +21,9 @@ def _ray_env() -> Iterator[None]:
             os.environ[k] = v
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray2() -> Iterator[RayCluster]:
-    """A two-node local Ray cluster (one benchmark slot per node), shared by the session."""
+    """A two-node local Ray cluster (one benchmark slot per node), shared by this package."""
     pytest.importorskip("ray")
     with ray_cluster(workers=1) as cluster:
         yield cluster

@@ -216,3 +216,52 @@ def wait_dead(pids: list[int], timeout: float = 5.0) -> list[int]:
         time.sleep(0.05)
         live = [p for p in live if alive(p)]
     return live
+
+
+def procs_under(root: Path) -> list[int]:
+    """Live processes whose working directory is inside ``root`` (left-behind work)."""
+    out: list[int] = []
+    root_s = str(root.resolve())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(d / "cwd")
+        except OSError:
+            continue
+        if (cwd == root_s or cwd.startswith(root_s + "/")) and alive(int(d.name)):
+            out.append(int(d.name))
+    return out
+
+
+CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
+
+
+def set_bench(repo: Repo, command: str) -> None:
+    """Replace the bench command in assay.toml (and commit it)."""
+    cfg = repo.root / "assay.toml"
+    lines = [f"bench = {command!r}" if ln.startswith("bench = ") else ln
+             for ln in cfg.read_text().splitlines()]
+    cfg.write_text("\n".join(lines) + "\n")
+    git(repo.root, "add", "-A")
+    git(repo.root, "commit", "-qm", "bench command")
+    repo.base = git(repo.root, "rev-parse", "HEAD").strip()
+
+
+def journal_rows(repo: Repo, sql: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    con = sqlite3.connect(repo.journal)
+    try:
+        return list(con.execute(sql))
+    finally:
+        con.close()
+
+
+def wait_for(pred: object, timeout: float = 60.0, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():  # type: ignore[operator]
+            return True
+        time.sleep(step)
+    return False

@@ -90,7 +90,7 @@ def test_live_lock_on_another_host_refuses(tmp_path: Path) -> None:
     path = tmp_path / "run.lock"
     path.write_text(json.dumps({"pid": 1, "host": "elsewhere.example", "heartbeat": time.time(),
                                 "started": time.time()}))
-    with pytest.raises(LockError, match="pid 1 on elsewhere.example"):
+    with pytest.raises(LockError, match=r"pid 1 on elsewhere\.example"):
         RunLock(path).acquire()
     assert json.loads(path.read_text())["host"] == "elsewhere.example"  # untouched
 

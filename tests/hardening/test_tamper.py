@@ -19,7 +19,7 @@ from hardening_kit import ListProposer, Repo, make_repo
 import assay.api as api
 from assay import process
 from assay.errors import AssayError
-from assay.model import Candidate, ExperimentState
+from assay.model import Candidate
 from assay.proposers.base import ProposalContext
 
 TAMPER_OUTCOMES: list[tuple[str, str, str]] = []

@@ -190,16 +190,25 @@ class Launcher(ABC):
 
 
 def node_start_script(cfg: SkyConfig) -> str:
-    """The ``run`` section: start Ray on this node (head or worker) and return."""
+    """The ``run`` section: start Ray on this node (head or worker) and return.
+
+    Launching an existing cluster again (``down = false`` on an earlier run) finds Ray
+    already running: the script then leaves it as it is.
+    """
+    labels = f'--labels "{CLUSTER_LABEL}=$ASSAY_CLUSTER"'
     return "\n".join([
         "set -e",
         f'RES="$(printf \'{{"{cfg.slot_resource}": %s}}\' "$ASSAY_SLOTS")"',
         'if [ "$ASSAY_ROLE" = head ]; then',
+        f"  if ray status --address 127.0.0.1:{cfg.ray_port} >/dev/null 2>&1; then exit 0; fi",
         f"  ray start --head --port {cfg.ray_port} --ray-client-server-port {cfg.client_port} "
-        f'--resources "$RES" --labels "{CLUSTER_LABEL}=$ASSAY_CLUSTER" --disable-usage-stats',
+        f'--resources "$RES" {labels} --disable-usage-stats',
         "else",
-        '  ray start --address "$ASSAY_HEAD" --resources "$RES" '
-        f'--labels "{CLUSTER_LABEL}=$ASSAY_CLUSTER" --disable-usage-stats',
+        '  if [ -f ~/.assay-ray-joined ] && [ "$(cat ~/.assay-ray-joined)" = "$ASSAY_HEAD" ] '
+        '&& ray status --address "$ASSAY_HEAD" >/dev/null 2>&1; then exit 0; fi',
+        f'  ray start --address "$ASSAY_HEAD" --resources "$RES" {labels} '
+        "--disable-usage-stats",
+        '  echo "$ASSAY_HEAD" > ~/.assay-ray-joined',
         "fi",
     ])
 

@@ -14,8 +14,9 @@ candidate is better). After every block the rule forms an interval for the mean 
   discarded early. Futility stopping is non-binding: it can only lower the false-keep rate.
 
 The sd of one pair is estimated, never assumed: the sample variance is pooled with the
-slot noise calibrated from A/A blocks (a prior worth one degree of freedom per A/A pair),
-and every bound uses the t quantile with the pooled degrees of freedom.
+noise calibrated from A/A blocks, pooled over the slots in use (a prior worth one degree
+of freedom per A/A pair), and every bound uses the t quantile with the pooled degrees of
+freedom.
 
 A keep is provisional until a fresh confirmation block, on another slot where there is
 one, agrees (selection bias, the winner's curse): the fresh block's one-sided upper bound

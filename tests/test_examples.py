@@ -1,0 +1,32 @@
+"""Every bundled example's assay.toml loads, with the subsystem tables it declares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from assay import config
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("name", ["quickstart", "gpt", "llamacpp"])
+def test_example_config_loads(name: str) -> None:
+    target = config.load(EXAMPLES / name)
+    assert target.metric.name
+    assert target.editable
+
+
+def test_llamacpp_recipe_reads_llama_bench_json() -> None:
+    from assay.metrics import read_metric
+
+    target = config.load(EXAMPLES / "llamacpp")
+    out = ('[{"model_type": "llama 7B Q4_0", "n_prompt": 0, "n_gen": 128, '
+           '"avg_ts": 52.1, "stddev_ts": 0.3}]')
+    assert read_metric(target.metric, out, EXAMPLES) == pytest.approx(52.1)
+    from assay.proposers.agent import AgentProposer
+    from assay.research import ResearchConfig
+
+    assert ResearchConfig.from_target(target).backends
+    assert AgentProposer.from_target(target) is not None
