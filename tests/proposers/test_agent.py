@@ -275,10 +275,10 @@ def test_placeholders_are_shell_quoted(tmp_path: Path) -> None:
     cmd = script(tmp_path, body) + " {brief_name} {files} {model} ${HOME}x"
     target, commit = repo(tmp_path, agent_cfg(cmd, "model = \"it's $(rm -rf /)\"\n"))
     [cand] = AgentProposer.from_target(target, environ={
-        "PATH": os.environ["PATH"], "HOME": "/home/h"}).propose(context_of(target, commit), 1)
+        "PATH": os.environ["PATH"], "HOME": "fake-home"}).propose(context_of(target, commit), 1)
     assert rejection(cand) is None
     argv = json.loads(out.read_text())
-    assert argv == [".assay-brief.md", "src/app.py", "it's $(rm -rf /)", "/home/hx"]
+    assert argv == [".assay-brief.md", "src/app.py", "it's $(rm -rf /)", "fake-homex"]
 
 
 def test_render_command_brief_text() -> None:

@@ -37,6 +37,7 @@ class LocalExecutor(Executor):
         self._tokens: dict[str, CancelToken] = {}
         self._done: queue.Queue[BlockResult] = queue.Queue()
         self._seen: set[str] = set()
+        self._pending: set[str] = set()  # submitted, not yet returned by wait()
         self._lock = threading.Lock()
         self._quarantined: set[str] = set()
 
@@ -72,6 +73,7 @@ class LocalExecutor(Executor):
             if block.block_id in self._seen:
                 return next((s for s, b in self._busy.items() if b == block.block_id), "")
             self._seen.add(block.block_id)
+            self._pending.add(block.block_id)
             slot = self._pick(block)
             self._busy[slot.name] = block.block_id
             token = CancelToken()
@@ -96,6 +98,7 @@ class LocalExecutor(Executor):
         else:
             with self._lock:
                 self._seen.discard(block.block_id)
+                self._pending.discard(block.block_id)
 
     def wait(self, timeout: float | None = None) -> list[BlockResult]:
         out: list[BlockResult] = []
@@ -107,11 +110,15 @@ class LocalExecutor(Executor):
             try:
                 out.append(self._done.get_nowait())
             except queue.Empty:
-                return out
+                break
+        with self._lock:
+            for r in out:
+                self._pending.discard(r.block_id)
+        return out
 
     def running(self) -> set[str]:
         with self._lock:
-            return set(self._busy.values())
+            return set(self._pending)
 
     def slot_of(self, block_id: str) -> str | None:
         with self._lock:
