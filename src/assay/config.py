@@ -202,12 +202,12 @@ class ParamSpec:
 class DecisionSpec:
     rule: str = "sequential"
     pairs_per_block: int = 2  # ABBA = two pairs
-    max_pairs: int = 12
+    max_pairs: int = 24
     min_pairs: int = 2
-    confidence: float = 0.95
+    confidence: float = 0.90
     delta: float = 0.01  # minimum effect, as a fraction (0.01 = 1%)
     confirm: bool = True
-    aa_blocks: int = 1  # calibration blocks per slot at the start of a run
+    aa_blocks: int = 2  # calibration blocks per slot at the start of a run
 
 
 @dataclass(frozen=True)
@@ -466,12 +466,12 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     decision = DecisionSpec(
         rule=dsec.choice("rule", DECISION_RULES, "sequential"),
         pairs_per_block=pairs_per_block,
-        max_pairs=dsec.number("max_pairs", 12, low=1, high=10_000, integer=True),
+        max_pairs=dsec.number("max_pairs", 24, low=1, high=10_000, integer=True),
         min_pairs=dsec.number("min_pairs", 2, low=1, high=10_000, integer=True),
-        confidence=dsec.number("confidence", 0.95, low=0.5, high=0.9999),
+        confidence=dsec.number("confidence", 0.90, low=0.5, high=0.9999),
         delta=dsec.number("delta", 0.01, low=0.0, high=10.0),
         confirm=dsec.get("confirm", bool, True),
-        aa_blocks=dsec.number("aa_blocks", 1, low=0, high=100, integer=True),
+        aa_blocks=dsec.number("aa_blocks", 2, low=0, high=100, integer=True),
     )
     if decision.max_pairs < decision.min_pairs:
         raise dsec.error("max_pairs", f"must be >= min_pairs ({decision.min_pairs})")

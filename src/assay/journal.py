@@ -419,14 +419,19 @@ class Journal:
         sql += " ORDER BY created_at, block_id, idx"
         return [_run(r) for r in self.conn.execute(sql, args)]
 
-    def recent_incumbent_values(self, slot: str, metric: str, commit: str,
-                                limit: int = 8) -> tuple[float, ...]:
-        """The slot's latest incumbent measurements of ``metric`` at ``commit`` (newest last)."""
+    def recent_incumbent_values(self, slot: str, metric: str, commit: str, limit: int = 8,
+                                exclude_experiment: str | None = None) -> tuple[float, ...]:
+        """The slot's latest incumbent measurements of ``metric`` at ``commit`` (newest last).
+
+        ``exclude_experiment`` leaves out that experiment's own A runs (they are already in
+        its pairs).
+        """
         rows = self.conn.execute(
             "SELECT r.metrics FROM runs r JOIN blocks b ON r.block_id = b.id"
             " WHERE r.role = 'A' AND r.status = 'ok' AND r.worker = ?"
-            " AND b.inc_commit = ? ORDER BY r.created_at DESC, r.id DESC LIMIT ?",
-            (slot, commit, limit)).fetchall()
+            " AND b.inc_commit = ? AND r.experiment_id != ?"
+            " ORDER BY r.created_at DESC, r.id DESC LIMIT ?",
+            (slot, commit, exclude_experiment or "", limit)).fetchall()
         vals = [json.loads(r[0]).get(metric) for r in rows]
         return tuple(float(v) for v in reversed(vals) if v is not None)
 

@@ -277,15 +277,15 @@ class Loop:
         self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent)
 
     # -- dispatch ------------------------------------------------------------------
-    def _ctx(self) -> DecisionContext:
+    def _ctx(self, exp_id: str | None = None) -> DecisionContext:
         cal = self.journal.get_meta("calibration") or {}
         inc = self.journal.incumbent()
         slots = tuple(s.name for s in self.executor.slots)
         history: dict[str, tuple[float, ...]] = {}
         if inc is not None and self.target.decision.rule == "expensive":
             for s in slots:
-                history[s] = self.journal.recent_incumbent_values(s, self.target.metric.name,
-                                                                  inc.commit)
+                history[s] = self.journal.recent_incumbent_values(
+                    s, self.target.metric.name, inc.commit, exclude_experiment=exp_id)
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
                                incumbent_history=history, bounds=self.target.metric.bounds)
@@ -436,7 +436,7 @@ class Loop:
             b_runs = [r for r in cur_runs if r.block_id == b["id"]]
             pairs += as_pairs(b_runs, self.target.metric.name, b["slot"] or "", b["id"],
                               BlockKind(b["kind"]))
-        decision = self.rule.decide(pairs, self._ctx())
+        decision = self.rule.decide(pairs, self._ctx(exp.id))
         decision = self._with_values(decision, cur_runs)
         self.journal.set_decision(exp.id, decision)
         if decision.verdict is Verdict.CONTINUE:

@@ -27,6 +27,7 @@ Reaching the pair budget without a decision discards the candidate as inconclusi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -167,8 +168,17 @@ class SequentialRule:
                     "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
                     else None, "confirm_agreed": agree}
             if agree:
-                return out(Verdict.KEEP, f"kept: the sequential lower bound cleared {band} and "
-                           f"a fresh confirmation block agreed ({why}); {summary}", est, extra=conf)
+                # Report the interval of the look that cleared δ (the provisional keep); the
+                # confirmation is a check of agreement, reported beside it.
+                start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
+                prov = self.decide(pairs[:start], ctx)
+                kept = out(Verdict.KEEP, f"kept: the sequential lower bound cleared {band} "
+                           f"({prov.reason.split('; ', 1)[-1]}) and a fresh confirmation block "
+                           f"agreed ({why}); over all {n} pairs: effect "
+                           f"{to_fraction(est.mean):+.2%}", est, extra=conf)
+                if prov.lo is not None and prov.lo > ctx.delta:
+                    return dataclasses.replace(kept, lo=prov.lo, hi=prov.hi, effect=prov.effect)
+                return kept
             if len(confirm_ids) >= MAX_CONFIRMATIONS:
                 return out(Verdict.DISCARD, f"discarded: {len(confirm_ids)} confirmation "
                            f"blocks disagreed ({why}); {summary}", est, extra=conf)
