@@ -75,7 +75,14 @@ aa_blocks = 0
 delta = 0.0
 """
 
-BUSY = "import sys, time\nn = 0\nend = time.process_time() + {work}\nwhile time.process_time() < end:\n    n += 1\nprint('METRIC t=' + str(n))\n"
+BUSY = (
+    "import sys, time\n"
+    "n = 0\n"
+    "end = time.process_time() + {work}\n"
+    "while time.process_time() < end:\n"
+    "    n += 1\n"
+    "print('METRIC t=' + str(n))\n"
+)
 
 
 def git(root: Path, *args: str) -> None:

@@ -40,7 +40,7 @@ def test_scope_rejects_protected_and_outside(tiny_target: TinyFactory) -> None:
     (root / "bench.py").write_text("print('METRIC speed=1e9')\n")
     protected = git(root, "diff")
     git(root, "checkout", "bench.py")
-    with pytest.raises(PatchError, match="protected path 'bench.py'"):
+    with pytest.raises(PatchError, match=r"protected path 'bench\.py'"):
         check_scope(protected, target)
     (root / "README.md").write_text("changed\n")
     outside = git(root, "diff")

@@ -33,8 +33,17 @@ from .workspace import Workspace
 
 def load(root: str | Path = ".", config: str | None = None, **overrides: Any) -> Target:
     """Load the target; ``overrides`` replace [run] values (slots, budget, proposer ...)."""
-    target = config_mod.load(root, config)
+    try:
+        target = config_mod.load(root, config)
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, unreadable, not UTF-8 ...
+        raise ConfigError(f"cannot read the config: {exc}", file=str(config or "assay.toml"),
+                          valid="a UTF-8 TOML file") from None
     run_over = {k: v for k, v in overrides.items() if v is not None}
+    for key, low in (("slots", 1), ("budget", 0)):
+        if key in run_over and (not isinstance(run_over[key], int) or run_over[key] < low):
+            raise ConfigError(f"--{key} {run_over[key]!r} is out of range",
+                              file=str(target.config_path), key=f"run.{key}",
+                              valid=f"an integer >= {low}")
     if run_over:
         if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
             raise ConfigError(f"--slots {run_over['slots']} does not match the "

@@ -141,7 +141,9 @@ class Journal:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # reads the header
         except sqlite3.DatabaseError as exc:
+            conn.close()
             raise JournalError(f"{p}: not a journal ({exc}); move it aside and start again") \
                 from None
         journal = cls(conn, p)

@@ -597,6 +597,9 @@ class Loop:
         last_beat = 0.0
         try:
             while not self._stop.is_set():
+                if not self.executor.slots:  # never wait forever on nothing
+                    self.stop_reason = "no slot is left to run blocks on (all quarantined)"
+                    break
                 if self.stop_file.exists():
                     self.stop_file.unlink(missing_ok=True)
                     self.request_stop("a stop was requested (assay stop / the MCP stop tool)")

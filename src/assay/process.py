@@ -22,7 +22,6 @@ filesystem writes outside it. Treat the benchmark as semi-trusted code you chose
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import ctypes
 import json
 import os

@@ -168,15 +168,21 @@ def _bad_inputs(repo: Repo, tmp: Path) -> list[tuple[str, list[str], str]]:
     corrupt = make_repo(tmp / "corrupt")
     (corrupt.root / ".assay").mkdir()
     (corrupt.journal).write_bytes(os.urandom(4096))
+    binary = make_repo(tmp / "binary")
+    (binary.root / "assay.toml").write_bytes(b"[metric]\nname = \"\xff\xfe\x80\"\n")
+    from assay.journal import Journal
+
+    Journal.open(repo.journal).close()  # an empty journal: no experiments yet
     r = str(repo.root)
     return [
+        ("status before any run", ["status", "-C", str(garbage)], "no journal"),
+        ("a config that is not UTF-8", ["run", "-C", str(binary.root)], "utf-8"),
         ("a missing folder", ["run", "-C", str(tmp / "nope")], "no such file"),
         ("not a git repository", ["run", "-C", str(garbage), "--budget", "1"], "git"),
         ("a corrupt journal (run)", ["run", "-C", str(corrupt.root), "--budget", "1"],
          "journal"),
         ("a corrupt journal (status)", ["status", "-C", str(corrupt.root)], "journal"),
         ("a corrupt journal (log)", ["log", "-C", str(corrupt.root)], "journal"),
-        ("status before any run", ["status", "-C", r], "no journal"),
         ("an unknown experiment", ["show", "e9999", "-C", r], "e9999"),
         ("a garbage experiment id", ["show", "../../etc", "-C", r], "no experiment"),
         ("an unknown export format", ["export", "xml", "-C", r], "error"),

@@ -8,7 +8,9 @@ study is rebuilt from the journal's finished experiments, so nothing is sampled 
 
 from __future__ import annotations
 
+import itertools
 import logging
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,16 +52,22 @@ class SweepProposer(Proposer):
         self.params = list(params)
         self.dists = {p.name: _distribution(p) for p in self.params}
         self.sampler_name = sampler
+        self._grid: list[dict[str, ParamValue]] | None = None
         if sampler == "tpe":
             smp: Any = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
         elif sampler == "random":
             smp = optuna.samplers.RandomSampler(seed=seed)
         elif sampler == "grid":
+            # A plain walk of the grid in a seeded order; Optuna's GridSampler stops the study
+            # from inside tell(), which only works within study.optimize().
             try:
-                space = {p.name: p.grid() for p in self.params}
+                space = [[(p.name, v) for v in p.grid()] for p in self.params]
             except ValueError as exc:
                 raise ProposerError(f"grid sampler: {exc}") from None
-            smp = optuna.samplers.GridSampler(space, seed=seed)
+            points = [dict(combo) for combo in itertools.product(*space)]
+            random.Random(seed).shuffle(points)
+            self._grid = points
+            smp = optuna.samplers.RandomSampler(seed=seed)
         elif sampler == "gp":
             smp = optuna.samplers.GPSampler(seed=seed)
         else:
@@ -106,31 +114,41 @@ class SweepProposer(Proposer):
         attempts = 0
         while len(out) < n and attempts < 20 * max(n, 1) and not self._exhausted:
             attempts += 1
+            if self._grid is not None:
+                if not self._grid:
+                    self._exhausted = True
+                    break
+                point = self._grid.pop(0)
+                if patch_digest("", point) in tried:
+                    continue
+                tried.add(patch_digest("", point))
+                out.append(self._candidate(context, point, None))
+                continue
             trial = self.study.ask(self.dists)
             params: dict[str, ParamValue] = dict(trial.params)
             digest = patch_digest("", params)
             if digest in tried:  # sampled before: tell the sampler so it moves on
                 self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                if self.sampler_name == "grid" and self._grid_done():
-                    self._exhausted = True
                 continue
             tried.add(digest)
             self._open[trial.number] = trial
-            changed = {k: v for k, v in params.items() if context.incumbent.params.get(k) != v}
-            hyp = ", ".join(f"{k}={v}" for k, v in changed.items()) or "incumbent values"
-            out.append(Candidate(base_commit=context.incumbent.commit, params=params,
-                                 hypothesis=f"sweep ({self.sampler_name}): {hyp}",
-                                 proposer=self.name, meta={"trial": trial.number}))
+            out.append(self._candidate(context, params, trial.number))
         return out
 
-    def _grid_done(self) -> bool:
-        sampler = self.study.sampler
-        check = getattr(sampler, "is_exhausted", None)
-        return bool(check(self.study)) if callable(check) else False
+    def _candidate(self, context: ProposalContext, params: dict[str, ParamValue],
+                   trial: int | None) -> Candidate:
+        changed = {k: v for k, v in params.items() if context.incumbent.params.get(k) != v}
+        hyp = ", ".join(f"{k}={v}" for k, v in changed.items()) or "incumbent values"
+        return Candidate(base_commit=context.incumbent.commit, params=params,
+                         hypothesis=f"sweep ({self.sampler_name}): {hyp}", proposer=self.name,
+                         meta={"trial": trial} if trial is not None else {"grid": True})
 
     def tell(self, experiment: Experiment) -> None:
         import optuna
 
+        if experiment.candidate.meta.get("grid"):  # grid points: recorded for the record
+            self.replay([experiment])
+            return
         number = experiment.candidate.meta.get("trial")
         trial = self._open.pop(int(number), None) if number is not None else None
         if trial is None:
