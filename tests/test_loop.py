@@ -174,3 +174,25 @@ def test_runs_record_roles_and_slots(tiny_target: TinyFactory) -> None:
         assert {r["role"] for r in runs} == {Role.INCUMBENT.value, Role.CANDIDATE.value}
         assert all(r["worker"] in ("s0", "s1") for r in runs)
     assert all(ExperimentState(e["state"]).is_finished() for e in api.log(root))
+
+
+def test_candidates_naming_a_hypothesis_are_linked_to_it(tiny_target: TinyFactory) -> None:
+    from assay.model import Candidate
+
+    root = tiny_target(work=300_000, budget=1, pairs=4)
+    target = api.load(root)
+    with api.session(target) as loop:
+        inc = loop.start()
+        hid = loop.journal.add_hypothesis("less work per call", ["README.md:1"], "doc", 0.5)
+        exp = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 30_000},
+                                              hypothesis=f"H{hid}: do a tenth of the work"))
+        other = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 40_000},
+                                                hypothesis="H99: no such hypothesis"))
+        assert exp.candidate.hypothesis_id == hid
+        assert exp.candidate.sources == ("README.md:1",)
+        assert other.candidate.hypothesis_id is None
+        assert loop.journal.hypotheses()[0].status == "testing"
+        loop.run(budget=2)
+        status = loop.journal.hypotheses()[0].status
+    assert api.show(exp.id, root)["state"] in ("kept", "discarded")
+    assert status in ("supported", "refuted")

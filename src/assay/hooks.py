@@ -17,6 +17,7 @@ the journal, and never blocks the loop; :meth:`Hooks.join` waits a bounded time 
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import threading
 import time
@@ -60,16 +61,13 @@ class Hooks:
         t.start()
 
     def _say(self, message: str) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the journal may be closing: best effort
             self.report(message)
-        except Exception:  # the journal may be closing: the message is best effort
-            pass
 
     def _end(self, key: str, status: str, code: int | None, output: str) -> None:
-        try:
+        # A journal closed at shutdown: the hook stays pending and runs again on resume.
+        with contextlib.suppress(Exception):
             self.journal.hook_end(key, status, code, output)
-        except Exception:  # closed journal at shutdown: it stays pending, re-run on resume
-            pass
 
     def _run(self, key: str, event: str, cmd: Command, env: Mapping[str, str]) -> None:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import socket
 import statistics
@@ -55,6 +56,7 @@ from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Propo
 from .workspace import Workspace, check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
+_HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 LEASE_TTL_S = 120.0
 MAX_RERUNS = 2
 MAX_EXECUTOR_RETRIES = 3
@@ -240,8 +242,23 @@ class Loop:
             cands = [dataclasses.replace(c, meta={**c.meta, "rejected": why}) for c in cands]
         return [self.submit_candidate(c) for c in cands[:n]]
 
+    def link_hypothesis(self, cand: Candidate) -> Candidate:
+        """Link a candidate whose hypothesis names a journal hypothesis (``H4: ...``) to it."""
+        if cand.hypothesis_id is not None:
+            return cand
+        m = _HYP_REF.match(cand.hypothesis)
+        if not m:
+            return cand
+        hid = int(m.group(1))
+        known = {h.id: h for h in self.journal.hypotheses()}
+        if hid not in known:
+            return cand
+        sources = tuple(dict.fromkeys((*cand.sources, *known[hid].sources)))
+        return dataclasses.replace(cand, hypothesis_id=hid, sources=sources)
+
     def submit_candidate(self, cand: Candidate) -> Experiment:
         """Validate and queue one candidate (the `tell`-side entry for outside proposers)."""
+        cand = self.link_hypothesis(cand)
         reason = self._reject_reason(cand)
         if reason:
             exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)

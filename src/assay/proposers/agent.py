@@ -186,7 +186,8 @@ class AgentProposer(Proposer):
             "- Do not run the full benchmark; assay measures the change itself.",
             f"- Write one line to {HYPOTHESIS_NAME} in the working tree root: your hypothesis, "
             "what the change is and why it should help. Also end your last message with a "
-            "line `HYPOTHESIS: <the same line>`.",
+            "line `HYPOTHESIS: <the same line>`. If the change tests one of the open "
+            "hypotheses listed as H<number>, begin the line with that id (`H4: ...`).",
             "- Leave the changes uncommitted.",
         ]
         if note:

@@ -97,6 +97,8 @@ Rules:
   <the complete new content>
   >>>>>>> FILE
 - Edit only files inside the editable scope; protected files can never change.
+- If the change tests one of the open hypotheses listed as H<number>, begin the
+  HYPOTHESIS line with that id, e.g. `HYPOTHESIS: H4: ...`.
 - One idea per reply. If you have no idea left worth measuring, reply only NO_MORE_IDEAS.
 """
 
