@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -99,10 +100,46 @@ def blocks(ws: Workspace, tag: str, n: int) -> list[Block]:
                   Candidate(head), seq=i) for i in range(n)]
 
 
+def _busy_s() -> float:
+    """CPU seconds spent by every process on this machine so far (from /proc/stat)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _ours_s(roots: list[int]) -> float:
+    """CPU seconds used by this process, the given process trees and their reaped children."""
+    import psutil
+
+    pids = {os.getpid(), *roots}
+    for pid in [*roots, os.getpid()]:
+        with contextlib.suppress(psutil.Error):
+            pids.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+OTHER_ROOTS: list[int] = []  # Ray node processes, whose CPU is ours too
+
+
 def measure(ex: Executor, todo: list[Block], parallel: int) -> float:
-    """Wall time to run every block with at most ``parallel`` slots busy at once."""
+    """Wall time to run every block with at most ``parallel`` slots busy at once.
+
+    Also records in ``LAST_OTHER`` the share of the machine used by other processes
+    meanwhile (other engineers' jobs), so contaminated repetitions can be told apart.
+    """
+    global LAST_OTHER
     pending = list(todo)
     done = running = 0
+    busy0, ours0 = _busy_s(), _ours_s(OTHER_ROOTS)
     start = time.perf_counter()
     while done < len(todo):
         for _ in sorted(ex.free_slot_names())[: parallel - running]:
@@ -114,22 +151,31 @@ def measure(ex: Executor, todo: list[Block], parallel: int) -> float:
                 raise SystemExit(f"block {res.block_id} failed: {res.error or res.runs}")
             done += 1
             running -= 1
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    others = (_busy_s() - busy0) - (_ours_s(OTHER_ROOTS) - ours0)
+    LAST_OTHER = max(0.0, others / (wall * (os.cpu_count() or 1)))
+    return wall
 
 
-def interleaved(ex: Executor, ws: Workspace, tag: str, n: int, repeat: int
-                ) -> list[tuple[float, float]]:
+LAST_OTHER = 0.0
+
+
+Row = tuple[float, float, float]  # T1, T2, the machine share others used meanwhile
+
+
+def interleaved(ex: Executor, ws: Workspace, tag: str, n: int, repeat: int) -> list[Row]:
     """T1 and T2 measured alternately, so a change in background load hits both."""
     measure(ex, blocks(ws, f"{tag}-warm", 4), 2)  # worktrees, clones, workers on both slots
     out = []
     for r in range(repeat):
         t1 = measure(ex, blocks(ws, f"{tag}-r{r}-1", n), 1)
+        o1 = LAST_OTHER
         t2 = measure(ex, blocks(ws, f"{tag}-r{r}-2", n), 2)
-        out.append((t1, t2))
+        out.append((t1, t2, max(o1, LAST_OTHER)))
     return out
 
 
-def run_local(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
+def run_local(base: Path, iters: int, n: int, repeat: int) -> list[Row]:
     from assay.executors.local import LocalExecutor
 
     target, ws = make_repo(base / "local", iters, 2)
@@ -140,7 +186,7 @@ def run_local(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, 
         ex.close()
 
 
-def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, float]]:
+def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[Row]:
     """Two local Ray nodes of one CPU and one benchmark slot each; T1 uses one of them."""
     import ray
 
@@ -152,6 +198,7 @@ def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, fl
     try:
         head = launcher.launch("scale-head", NodeSpec("head", 1))
         launcher.launch("scale-w1", NodeSpec("worker", 1, head.ray_address))
+        OTHER_ROOTS[:] = [p.pid for p in launcher._procs.values()]
         target, ws = make_repo(base / "ray", iters, 2)
         cfg = RayConfig(address=head.driver_address, cache_dir=str(base / "cache"),
                         min_slots=2, connect_timeout_s=120)
@@ -161,6 +208,7 @@ def run_ray(base: Path, iters: int, n: int, repeat: int) -> list[tuple[float, fl
         finally:
             ex.close()
     finally:
+        OTHER_ROOTS.clear()
         if ray.is_initialized():
             ray.shutdown()
         launcher.close()
@@ -172,32 +220,41 @@ def main() -> None:
     ap.add_argument("--work", type=float, default=0.5, help="seconds of CPU work per run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", choices=["local", "ray"], default=None)
+    ap.add_argument("--quiet", type=float, default=0.05,
+                    help="a repetition is quiet when other processes used at most this share")
     args = ap.parse_args()
     iters = calibrate(args.work)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load:.2f} at start; {iters} iterations "
           f"per run (~{args.work:g} s), {args.blocks} blocks of 2 runs per measurement\n")
-    results: dict[str, list[tuple[float, float]]] = {}
+    results: dict[str, list[Row]] = {}
     with tempfile.TemporaryDirectory(prefix="assay-scale-") as tmp:
         base = Path(tmp)
         if args.only in (None, "local"):
             results["local (1 vs 2 slots)"] = run_local(base, iters, args.blocks, args.repeat)
         if args.only in (None, "ray"):
             results["ray (1 vs 2 nodes)"] = run_ray(base, iters, args.blocks, args.repeat)
-    print(f"{'executor':<22} {'rep':>3} {'T1 (s)':>8} {'T2 (s)':>8} {'efficiency':>11}")
+    print(f"{'executor':<22} {'rep':>3} {'T1 (s)':>8} {'T2 (s)':>8} {'efficiency':>11} "
+          f"{'others':>7}")
     summary = []
     for name, rows in results.items():
-        effs = []
-        for i, (t1, t2) in enumerate(rows, 1):
+        effs, quiet = [], []
+        for i, (t1, t2, other) in enumerate(rows, 1):
             eff = t1 / (2 * t2)
             effs.append(eff)
-            print(f"{name:<22} {i:>3} {t1:>8.2f} {t2:>8.2f} {eff:>10.1%}")
+            if other <= args.quiet:
+                quiet.append(eff)
+            print(f"{name:<22} {i:>3} {t1:>8.2f} {t2:>8.2f} {eff:>10.1%} {other:>7.0%}")
         med = statistics.median(effs)
-        print(f"{name:<22} {'med':>3} {'':>8} {'':>8} {med:>10.1%}")
-        summary.append(f"{name.split()[0]} {med:.1%}")
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
-    print("SUMMARY parallel efficiency (median of "
-          f"{args.repeat}): " + ", ".join(summary))
+        qmed = statistics.median(quiet) if quiet else float("nan")
+        print(f"{name:<22} {'med':>3} {'':>8} {'':>8} {med:>10.1%}   (quiet reps: "
+              f"{len(quiet)}, median {qmed:.1%})")
+        summary.append(f"{name.split()[0]} {med:.1%} (quiet reps {qmed:.1%}, "
+                       f"{len(quiet)}/{len(rows)})")
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end; 'others' is the share of the "
+          f"machine other processes used during a repetition (quiet: <= {args.quiet:.0%})")
+    print("SUMMARY parallel efficiency, median of "
+          f"{args.repeat}: " + "; ".join(summary))
 
 
 if __name__ == "__main__":

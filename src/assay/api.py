@@ -131,6 +131,8 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         prop = proposer or build_proposer(target, journal)
         exe = executor or build_executor(target, ws)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
+        if lock:
+            loop.lock_held = lambda: run_lock.held
         if run_lock.took_over:
             loop.emit("lock", run_lock.took_over)
         if reaped:

@@ -453,7 +453,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         slots=slots,
         gpus=_gpus(rsec, slots),
         budget=rsec.number("budget", 20, low=1, integer=True),
-        max_hours=rsec.number("max_hours", None, low=0.0),
+        max_hours=rsec.number("max_hours", None, low=0.001),
         proposer=rsec.choice("proposer", PROPOSERS, "sweep"),
         executor=rsec.choice("executor", EXECUTORS, "local"),
         seed=rsec.number("seed", 0, integer=True),

@@ -105,6 +105,8 @@ class Loop:
         self.rule = rule or make_rule(target)
         self.on_event = on_event or (lambda kind, msg, exp: None)
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.session_id = f"{int(time.time())}-{os.getpid()}"
+        self.lock_held: Callable[[], bool] = lambda: True  # set by api.session
         self.hooks = Hooks(target, journal, report=lambda m: self.emit("hook", m))
         self.exhausted = False
         self.stop_reason = ""
@@ -614,6 +616,10 @@ class Loop:
         last_beat = 0.0
         try:
             while not self._stop.is_set():
+                if not self.lock_held():
+                    self.fail("this run lost its lock (its heartbeat went stale and another run "
+                              "took the target over); stopping")
+                    break
                 if not self.executor.slots:  # never wait forever on nothing
                     self.stop_reason = "no slot is left to run blocks on (all quarantined)"
                     break
@@ -662,7 +668,7 @@ class Loop:
             self.emit("stop", f"cancelled {len(running)} running block(s); they will run again "
                               "on resume")
         self.hooks.fire("on_finish", None, {"ASSAY_STOP_REASON": self.stop_reason},
-                        key=f"on_finish:{self.journal.next_seq()}:{len(running)}")
+                        key=f"on_finish:{self.session_id}")
         self.hooks.join()
         self.executor.close()
         self.proposer.close()

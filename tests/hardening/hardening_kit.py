@@ -265,3 +265,14 @@ def wait_for(pred: object, timeout: float = 60.0, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return False
+
+
+def running_blocks(repo: Repo) -> int:
+    """Blocks the journal marks running (0 while the journal is missing or being created)."""
+    if not repo.journal.exists():
+        return 0
+    try:
+        return int(journal_rows(repo, "SELECT COUNT(*) FROM blocks WHERE state = 'running'")
+                   [0][0])
+    except Exception:
+        return 0

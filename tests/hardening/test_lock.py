@@ -154,3 +154,22 @@ def test_is_stale_reasons() -> None:
                                              "is dead")
     live = lock_mod.LockInfo(os.getpid(), socket.gethostname(), now, now)
     assert lock_mod.is_stale(live) == (False, "")
+
+
+def test_second_assay_run_refuses_while_a_real_run_is_alive(repo: Repo) -> None:
+    from hardening_kit import running_blocks, set_bench, wait_for
+
+    set_bench(repo, f"sleep 0.5 && {sys.executable} bench.py")
+    first = subprocess.Popen([*CLI, "run", "-C", str(repo.root), "--budget", "30"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: running_blocks(repo) > 0, 60)
+        r = cli("run", "-C", str(repo.root), "--budget", "1")
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, out
+        assert f"pid {first.pid} on {socket.gethostname()}" in out and "Traceback" not in out
+        assert first.poll() is None  # the first run is untouched
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
+    assert first.returncode == 0

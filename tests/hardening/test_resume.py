@@ -19,6 +19,7 @@ from hardening_kit import (
     journal_rows,
     make_repo,
     procs_under,
+    running_blocks,
     set_bench,
     wait_dead,
     wait_for,
@@ -70,7 +71,10 @@ def test_stale_git_locks_and_dirty_worktrees_are_recovered(tmp_path: Path) -> No
     s = api.run(repo.root, budget=4, proposer_obj=ListProposer(items))
     assert s.finished == 4
     states = {e["params"]["SIZE"]: e for e in api.log(repo.root)}
-    assert states[500]["state"] == "kept" and states[300]["state"] == "kept", states
+    # Measured normally on the recovered slots: neither failed, and the better one was kept
+    # (which one depends on which finished first: the other is then measured against it).
+    assert {states[500]["state"], states[300]["state"]} <= {"kept", "discarded"}, states
+    assert "kept" in {states[500]["state"], states[300]["state"]}, states
     msgs = [m for (m,) in journal_rows(repo, "SELECT message FROM events")]
     assert any("git lock file(s)" in m for m in msgs)
     # The worktrees were restored: no stray file, and the real benchmark ran.
@@ -157,10 +161,8 @@ def test_dispatch_order_is_deterministic_and_never_repeats(repo: Repo) -> None:
 def test_stale_running_blocks_are_requeued_with_their_partial_runs_dropped(repo: Repo) -> None:
     proc = subprocess.Popen([*CLI, "run", "-C", str(repo.root), "--budget", "4"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    set_running = "SELECT COUNT(*) FROM blocks WHERE state = 'running'"
     try:
-        assert wait_for(lambda: repo.journal.exists() and
-                        journal_rows(repo, set_running)[0][0] > 0, 60)
+        assert wait_for(lambda: running_blocks(repo) > 0, 60)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

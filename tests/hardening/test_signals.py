@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from hardening_kit import CLI, Repo, journal_rows, procs_under, set_bench, wait_dead, wait_for
+from hardening_kit import (
+    CLI,
+    Repo,
+    journal_rows,
+    procs_under,
+    running_blocks,
+    set_bench,
+    wait_dead,
+    wait_for,
+)
 
 SLOW = f"sleep 0.4 && {sys.executable} bench.py"
 
@@ -18,16 +27,6 @@ def start_run(repo: Repo, budget: int = 30) -> subprocess.Popen[str]:
     return subprocess.Popen([*CLI, "run", "-C", str(repo.root), "--budget", str(budget)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "COLUMNS": "200"})
-
-
-def running_blocks(repo: Repo) -> int:
-    if not repo.journal.exists():
-        return 0
-    try:
-        return int(journal_rows(repo, "SELECT COUNT(*) FROM blocks WHERE state = 'running'")
-                   [0][0])
-    except Exception:
-        return 0
 
 
 def check_consistent(repo: Repo) -> None:

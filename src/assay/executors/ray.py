@@ -349,10 +349,13 @@ class RayExecutor(Executor):
                 task = self._tasks.get(block.block_id)
                 return task.slot.name if task else ""
             self._drain_retries()
-            slot = self._pick(block)
-            if slot is None:
-                raise RuntimeError("submit() called with no free slot")
             self._seen.add(block.block_id)
+            slot = self._pick(block)
+            if slot is None:  # a re-run took the slot meanwhile: start when one frees
+                task = _Task(block, Slot(""), None, 0)
+                self._tasks[block.block_id] = task
+                self._retry.append(task)
+                return ""
             self._launch(block, slot, 1, set())
             return slot.name
 
