@@ -36,7 +36,7 @@ def test_config_parses() -> None:
     assert [g.name for g in target.guards] == ["peak_kb"]
     assert {p.name for p in target.params} == {"CHUNK", "CACHE_SIZE", "COUNTER"}
     assert all(p.apply == "assign" and p.file == "kernel.py" for p in target.params)
-    assert target.run.slots == 2 and 12 <= target.run.budget <= 16
+    assert target.run.slots == 2 and 12 <= target.run.budget <= 24
     assert target.decision.delta == pytest.approx(0.02)
     assert target.is_editable("kernel.py") and target.is_protected("bench.py")
     assert (EXAMPLE / target.brief).is_file()

@@ -127,6 +127,8 @@ def test_pool_runs_blocks_replaces_quarantined_nodes_and_tears_down(tmp_path: Pa
         ex.close()
     procs = list(launcher._procs.values())
     assert procs == [] and set(launcher.downed) == {"t-w1", "t-head", "t-w2"}
+    ex.close()  # idempotent
+    assert len(launcher.downed) == 3
     import ray
 
     assert not ray.is_initialized()

@@ -423,6 +423,7 @@ class SkyPilotExecutor(Executor):
         self._head: ClusterInfo | None = None
         self.ray: RayExecutor | None = None
         self.events: list[str] = []  # what the pool did, in words
+        self._closed = False
         try:
             self._provision()
         except BaseException:
@@ -528,6 +529,9 @@ class SkyPilotExecutor(Executor):
         self._exec().cancel(block_id)
 
     def close(self) -> None:
+        """Cancel what runs and tear the pool down (once; later calls do nothing)."""
+        if self._closed:
+            return
         try:
             if self.ray is not None:
                 self.ray.close()
@@ -535,6 +539,7 @@ class SkyPilotExecutor(Executor):
             self._teardown()
 
     def _teardown(self) -> None:
+        self._closed = True
         for thread in list(self._replacing.values()):
             thread.join(timeout=600)
         ray: Any = require("ray", "ray", "The SkyPilot executor")
