@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -223,6 +224,8 @@ def main() -> None:
     ap.add_argument("--quiet", type=float, default=0.05,
                     help="a repetition is quiet when other processes used at most this share")
     args = ap.parse_args()
+    # `timeout` and friends send SIGTERM: unwind, so the Ray nodes started here are stopped
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     iters = calibrate(args.work)
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load:.2f} at start; {iters} iterations "

@@ -125,6 +125,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         if lock:
             run_lock.release()
         raise
+    exe: Executor | None = None
     try:
         stored = journal.get_meta("run_name")
         ws = Workspace(target, name or stored or target.run.name or "main")
@@ -143,6 +144,8 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
             loop.emit("resume", f"removed {len(locks)} git lock file(s) left by a dead run")
         yield loop
     finally:
+        if exe is not None and executor is None:
+            exe.close()  # a cloud pool must not outlive a session that never ran the loop
         journal.close()
         if lock:
             run_lock.release()
