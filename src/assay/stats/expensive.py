@@ -27,7 +27,7 @@ from ..decision import DecisionContext, to_fraction
 from ..model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .bounds import bound_at, t_quantile_for
 from .screen import screen
-from .sequential import MAX_CONFIRMATIONS, Estimate, _agrees, prior_noise
+from .sequential import MAX_CONFIRMATIONS, Estimate, _agrees, confirmation_state, prior_noise
 
 MIN_HISTORY = 2
 
@@ -142,11 +142,7 @@ class ExpensiveRule:
                        mean + t_quantile_for(z_fut, df) * se, z_keep, z_fut)
         summary = (f"effect {to_fraction(mean):+.2%}, interval [{to_fraction(est.lo):+.2%}, "
                    f"{to_fraction(est.hi):+.2%}] over {n} candidate run(s)")
-        confirm_ids = list(dict.fromkeys(p.block_id for p in pairs if p.kind is BlockKind.CONFIRM))
-        last_confirm = max((i for i, p in enumerate(pairs) if p.kind is BlockKind.CONFIRM),
-                           default=-1)
-        awaiting = last_confirm >= 0 and not any(
-            p.kind is BlockKind.COMPARE for p in pairs[last_confirm + 1:])
+        confirm_ids, awaiting = confirmation_state(pairs)
         if awaiting:
             cid = confirm_ids[-1]
             cvals = [x[i] for i in idx if sub[i].block_id == cid

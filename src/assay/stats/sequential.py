@@ -154,11 +154,7 @@ class SequentialRule:
         summary = (f"effect {to_fraction(est.mean):+.2%}, interval [{to_fraction(est.lo):+.2%}, "
                    f"{to_fraction(est.hi):+.2%}] over {n} pairs")
 
-        confirm_ids = list(dict.fromkeys(p.block_id for p in pairs if p.kind is BlockKind.CONFIRM))
-        last_confirm = max((i for i, p in enumerate(pairs) if p.kind is BlockKind.CONFIRM),
-                           default=-1)
-        awaiting = last_confirm >= 0 and not any(
-            p.kind is BlockKind.COMPARE for p in pairs[last_confirm + 1:])
+        confirm_ids, awaiting = confirmation_state(pairs)
         if awaiting:
             cid = confirm_ids[-1]
             cvals = [x[i] for i in sc.index
@@ -207,6 +203,14 @@ class SequentialRule:
         return out(Verdict.CONTINUE, f"undecided: the interval straddles {band}; {summary}",
                    est, nxt=NextBlock(min(block, spec.max_pairs - n_compare),
                                       reason="interval straddles the band"))
+
+
+def confirmation_state(pairs: Sequence[Pair]) -> tuple[list[str], bool]:
+    """(ids of the confirmation blocks so far, whether the last one awaits judgement)."""
+    confirm_ids = list(dict.fromkeys(p.block_id for p in pairs if p.kind is BlockKind.CONFIRM))
+    last = max((i for i, p in enumerate(pairs) if p.kind is BlockKind.CONFIRM), default=-1)
+    awaiting = last >= 0 and not any(p.kind is BlockKind.COMPARE for p in pairs[last + 1:])
+    return confirm_ids, awaiting
 
 
 def _agrees(cvals: Sequence[float], est: Estimate, d_log: float, z: float
