@@ -32,3 +32,13 @@ def test_every_verb_is_documented_and_has_help() -> None:
 
 def test_ci_calls_the_readme_test_command() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_cli_errors_keep_their_bracketed_key(tmp_path: Path) -> None:
+    (tmp_path / "assay.toml").write_text(
+        '[metric]\nname = "x"\ndirection = "up"\n[commands]\nbench = "true"\n'
+        '[scope]\neditable = ["a"]\n')
+    result = CliRunner().invoke(app, ["run", "--root", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "[metric.direction]" in result.output
+    assert "assay.toml:3:" in result.output

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,7 +32,7 @@ _STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cra
 
 
 def _fail(exc: AssayError) -> None:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(2)
 
 
@@ -83,7 +84,8 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         style = _STYLE.get(kind, "")
         if kind in ("measure",):
             style = "dim"
-        progress.console.print(f"[{style}]{message}[/]" if style else message, highlight=False)
+        text = escape(message)
+        progress.console.print(f"[{style}]{text}[/]" if style else text, highlight=False)
         if exp is not None and exp.state.is_finished() and exp.id not in finished:
             finished.add(exp.id)
             progress.update(task, completed=min(total, len(finished)))
@@ -101,7 +103,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
 
 def print_summary(s: Summary, metric: str, unit: str) -> None:
     console.rule("[bold]summary")
-    console.print(f"stopped: {s.stopped or 'done'}")
+    console.print(f"stopped: {escape(s.stopped or 'done')}")
     console.print(f"experiments: {s.finished} finished "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(s.counts.items()))})")
     console.print(f"{metric}: baseline {_fmt(s.baseline, unit)} -> best {_fmt(s.best, unit)}"
@@ -112,7 +114,7 @@ def print_summary(s: Summary, metric: str, unit: str) -> None:
             t.add_column(col)
         for e in s.kept:
             d = e.decision
-            t.add_row(e.id, e.candidate.hypothesis[:60], _pct(d.effect if d else None),
+            t.add_row(e.id, escape(e.candidate.hypothesis[:60]), _pct(d.effect if d else None),
                       f"[{_pct(d.lo if d else None)}, {_pct(d.hi if d else None)}]",
                       str(d.runs_used if d else "-"), (e.commit or "")[:10])
         console.print(t)
@@ -140,7 +142,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
                   f"on {st['branch']}")
     cal = st.get("calibration")
     if cal:
-        console.print(f"noise: {cal.get('message', '')}")
+        console.print(f"noise: {escape(str(cal.get('message', '')))}")
 
 
 @app.command()
@@ -158,8 +160,8 @@ def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON) ->
         t.add_column(col)
     for r in rows:
         d = r["decision"] or {}
-        t.add_row(r["id"], f"[{_STYLE.get(r['state'], '')}]{r['state']}[/]", r["proposer"],
-                  r["hypothesis"][:50], _pct(d.get("effect")),
+        t.add_row(r["id"], f"[{_STYLE.get(r['state'], '')}]{r['state']}[/]",
+                  escape(r["proposer"]), escape(r["hypothesis"][:50]), _pct(d.get("effect")),
                   f"[{_pct(d.get('lo'))}, {_pct(d.get('hi'))}]" if d else "-",
                   str(d.get("runs_used", "-")))
     console.print(t)
@@ -177,17 +179,19 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
         typer.echo(json.dumps(data, indent=2, default=str))
         return
     console.print(f"[bold]{data['id']}[/] [{_STYLE.get(data['state'], '')}]{data['state']}[/] "
-                  f"by {data['proposer']}: {data['hypothesis']}")
+                  f"by {escape(data['proposer'])}: {escape(data['hypothesis'])}")
     if data["note"]:
-        console.print(f"reason: {data['note']}")
+        console.print(f"reason: {escape(data['note'])}")
     if data["params"]:
-        console.print("params: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()))
+        console.print("params: " + escape(", ".join(f"{k}={v}" for k, v in
+                                                    data["params"].items())))
     if data["commit"]:
         console.print(f"commit: {data['commit']}")
     for d in data["decisions"]:
-        console.print(f"  decision [{d['rule']}] {d['verdict']}: effect {_pct(d['effect'])} "
+        console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
+                      f"{_pct(d['effect'])} "
                       f"interval [{_pct(d['lo'])}, {_pct(d['hi'])}] δ {_pct(d['delta'])}, "
-                      f"{d['pairs_used']} pairs / {d['runs_used']} runs — {d['reason']}",
+                      f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):
@@ -195,7 +199,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     for r in data["runs"]:
         t.add_row(r["run_id"], r["role"], r["status"],
                   ", ".join(f"{k}={v:.4g}" for k, v in r["metrics"].items()), r["worker"],
-                  f"{r['wall_s']:.2f}", r["reason"][:60])
+                  f"{r['wall_s']:.2f}", escape(r["reason"][:60]))
     console.print(t)
     if data["patch"]:
         console.print("[bold]patch[/]")
@@ -211,7 +215,7 @@ def export(fmt: str = typer.Argument("tsv", help="tsv (results.tsv), jsonl or cs
     try:
         text = api.export(fmt, root, out, config)
     except (AssayError, ValueError) as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
     if out is None:
         sys.stdout.write(text)

@@ -169,7 +169,7 @@ class SequentialRule:
                 start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
                 prov = self.decide(pairs[:start], ctx)
                 kept = out(Verdict.KEEP, f"kept: the sequential lower bound cleared {band} "
-                           f"({prov.reason.split('; ', 1)[-1]}) and a fresh confirmation block "
+                           f"({prov.reason.rsplit('; ', 1)[-1]}) and a fresh confirmation block "
                            f"agreed ({why}); over all {n} pairs: effect "
                            f"{to_fraction(est.mean):+.2%}", est, extra=conf)
                 if prov.lo is not None and prov.lo > ctx.delta:
