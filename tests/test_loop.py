@@ -196,3 +196,16 @@ def test_candidates_naming_a_hypothesis_are_linked_to_it(tiny_target: TinyFactor
         status = loop.journal.hypotheses()[0].status
     assert api.show(exp.id, root)["state"] in ("kept", "discarded")
     assert status in ("supported", "refuted")
+
+
+def test_a_failing_proposer_ends_the_run_with_an_error(tiny_target: TinyFactory) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    root = tiny_target(budget=2, pairs=2, extra='[proposer.queue]\npath = "patches"\n')
+    (root / "patches").mkdir()
+    (root / "patches" / "1.patch").write_text("# hypothesis: not a diff\nplain words\n")
+    result = CliRunner().invoke(app, ["run", "--root", str(root), "--proposer", "queue"])
+    assert result.exit_code == 1, result.output
+    assert "the proposer failed" in result.output and "no unified diff" in result.output

@@ -228,6 +228,7 @@ class Loop:
                             key=f"on_error:propose:{self.journal.next_seq()}")
             self.exhausted = True
             self.stop_reason = f"the proposer failed: {exc}"
+            self.failed = self.stop_reason  # finish what is in flight, then exit non-zero
             return []
         if not cands:
             self.exhausted = True
