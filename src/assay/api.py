@@ -25,8 +25,7 @@ from .executors.base import Executor
 from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
-from .loop import Event, Loop, Summary
-from .model import ExperimentState
+from .loop import Event, Loop, Summary, progress
 from .proposers.base import Proposer
 from .workspace import Workspace
 
@@ -169,27 +168,18 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     journal = open_journal(target, readonly=True)
     try:
         exps = journal.experiments()
-        counts: dict[str, int] = {}
-        for e in exps:
-            counts[e.state.value] = counts.get(e.state.value, 0) + 1
+        p = progress(exps)
         inc = journal.incumbent()
-        kept = [e for e in exps if e.state is ExperimentState.KEPT]
-        first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
-                     None)
-        baseline = first.decision.details["incumbent_value"] if first and first.decision else None
-        best = baseline
-        if kept and kept[-1].decision:
-            best = kept[-1].decision.details.get("candidate_value", best)
         cal = journal.get_meta("calibration")
         return {
             "metric": target.metric.name, "direction": target.metric.direction.value,
-            "unit": target.metric.unit, "experiments": len(exps), "counts": counts,
+            "unit": target.metric.unit, "experiments": len(exps), "counts": p.counts,
             "incumbent": None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
                                                     "experiment": inc.experiment_id},
-            "baseline": baseline, "best": best,
+            "baseline": p.baseline, "best": p.best,
             "branch": f"assay/{journal.get_meta('run_name', 'main')}",
             "calibration": cal, "workers": journal.workers(),
-            "kept": [experiment_dict(journal, e) for e in kept],
+            "kept": [experiment_dict(journal, e) for e in p.kept],
         }
     finally:
         journal.close()

@@ -105,24 +105,38 @@ class FixedPairs:
                         runs_used=2 * n, delta=ctx.delta, rule=self.name)
 
 
+def median_of(runs: Sequence[RunResult], role: Role, name: str,
+              holdout: bool = False) -> float | None:
+    """The median of ``name`` over the ok runs of one side (the holdout values if asked)."""
+    vals = sorted((r.holdout if holdout else r.metrics)[name] for r in runs
+                  if r.role is role and r.status is RunStatus.OK
+                  and name in (r.holdout if holdout else r.metrics))
+    return vals[len(vals) // 2] if vals else None
+
+
+def regression(runs: Sequence[RunResult], spec: MetricSpec, holdout: bool = False) -> str:
+    """Why the candidate's median of ``spec`` regressed beyond its tolerance ('' if it did not).
+
+    A metric missing on the candidate's side is a regression; missing on the incumbent's
+    side, there is nothing to compare against and none is reported.
+    """
+    label = "the holdout" if holdout else f"guard {spec.name}"
+    mb = median_of(runs, Role.CANDIDATE, spec.name, holdout)
+    if mb is None:
+        return f"{label} was not measured on the candidate"
+    ma = median_of(runs, Role.INCUMBENT, spec.name, holdout)
+    if ma is None:
+        return f"{label} was not measured on the incumbent" if holdout else ""
+    scale = abs(ma) if ma != 0 else 1.0
+    change = (mb - ma) / scale
+    worse = -change if spec.direction is Direction.MAXIMIZE else change
+    if worse > spec.tolerance:
+        return (f"{label} regressed by {worse:.2%} (tolerance {spec.tolerance:.2%}): "
+                f"{ma:g} -> {mb:g}")
+    return ""
+
+
 def guards_hold(runs: Sequence[RunResult], guards: Sequence[MetricSpec]) -> tuple[bool, str]:
     """Check that no guard metric regresses beyond its tolerance (median B vs median A)."""
-    problems: list[str] = []
-    for g in guards:
-        a = sorted(r.metrics[g.name] for r in runs
-                   if r.role is Role.INCUMBENT and r.status is RunStatus.OK and g.name in r.metrics)
-        b = sorted(r.metrics[g.name] for r in runs
-                   if r.role is Role.CANDIDATE and r.status is RunStatus.OK and g.name in r.metrics)
-        if not b:
-            problems.append(f"guard {g.name} was not measured on the candidate")
-            continue
-        if not a:
-            continue
-        ma, mb = a[len(a) // 2], b[len(b) // 2]
-        scale = abs(ma) if ma != 0 else 1.0
-        change = (mb - ma) / scale
-        worse = -change if g.direction is Direction.MAXIMIZE else change
-        if worse > g.tolerance:
-            problems.append(f"guard {g.name} regressed by {worse:.2%} "
-                            f"(tolerance {g.tolerance:.2%}): {ma:g} -> {mb:g}")
+    problems = [why for g in guards if (why := regression(runs, g))]
     return (not problems, "; ".join(problems) or "all guards hold")

@@ -293,6 +293,9 @@ class Journal:
             rows = self.conn.execute("SELECT * FROM experiments ORDER BY seq")
         return [_experiment(r) for r in rows]
 
+    def count_experiments(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0])
+
     def digests(self) -> frozenset[str]:
         return frozenset(r[0] for r in self.conn.execute("SELECT digest FROM experiments"))
 
@@ -360,10 +363,7 @@ class Journal:
                 "SELECT id FROM blocks WHERE state = 'running' AND (lease_expires < ? OR "
                 "(? IS NOT NULL AND lease_owner != ?))", (now, owner, owner)).fetchall()
             ids = [r[0] for r in rows]
-            for bid in ids:
-                self.conn.execute("DELETE FROM runs WHERE block_id = ?", (bid,))
-                self.conn.execute("UPDATE blocks SET state = 'queued', slot = NULL, lease_owner ="
-                                  " NULL, lease_expires = NULL WHERE id = ?", (bid,))
+            self.requeue(ids)
         return ids
 
     def set_block_slot(self, block_id: str, slot: str) -> None:

@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any
 
 from .config import Target
-from .decision import DecisionContext, DecisionRule, FixedPairs, guards_hold
+from .decision import DecisionContext, DecisionRule, FixedPairs, guards_hold, regression
 from .errors import AssayError, ExecutorError, PatchError
 from .executors.base import Executor
 from .hooks import Hooks
@@ -40,7 +40,6 @@ from .model import (
     BlockResult,
     Candidate,
     Decision,
-    Direction,
     Experiment,
     ExperimentState,
     Incumbent,
@@ -473,7 +472,8 @@ class Loop:
         if decision.verdict is Verdict.KEEP:
             good, why = guards_hold(cur_runs, self.target.guards)
             if good and self.target.holdout_metric is not None:
-                good, why = _holdout_holds(cur_runs, self.target)
+                why = regression(cur_runs, self.target.holdout_metric, holdout=True)
+                good = not why
             if not good:
                 return self._finish(exp, ExperimentState.DISCARDED,
                                     f"the effect is real but {why}", decision)
@@ -600,12 +600,8 @@ class Loop:
         self.emit("calibrated", cal.message)
 
     # -- the driver ----------------------------------------------------------------
-    def _active(self) -> int:
-        return len(self.journal.experiments([ExperimentState.QUEUED, ExperimentState.RUNNING,
-                                             ExperimentState.MEASURED, ExperimentState.PROPOSED]))
-
     def _total(self) -> int:
-        return len(self.journal.experiments())
+        return self.journal.count_experiments()
 
     def run(self, budget: int | None = None, max_hours: float | None = None) -> Summary:
         budget = budget if budget is not None else self.target.run.budget
@@ -692,38 +688,34 @@ class Loop:
         signal.signal(signal.SIGTERM, handler)
 
     def summary(self) -> Summary:
-        exps = self.journal.experiments()
-        s = Summary(stopped=self.stop_reason, branch=self.ws.branch, failed=self.failed)
-        for e in exps:
-            s.counts[e.state.value] = s.counts.get(e.state.value, 0) + 1
-            if e.state.is_finished():
-                s.finished += 1
-        s.kept = [e for e in exps if e.state is ExperimentState.KEPT]
-        first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
-                     None)
-        if first and first.decision:
-            s.baseline = float(first.decision.details["incumbent_value"])
-        s.best = s.baseline
-        if s.kept and s.kept[-1].decision:
-            s.best = float(s.kept[-1].decision.details.get("candidate_value", s.best or 0.0))
-        return s
+        p = progress(self.journal.experiments())
+        return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
+                       counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
+                       failed=self.failed)
 
 
-def _holdout_holds(runs: Sequence[RunResult], target: Target) -> tuple[bool, str]:
-    spec = target.holdout_metric
-    assert spec is not None
-    a = sorted(r.holdout[spec.name] for r in runs if r.role is Role.INCUMBENT and spec.name in
-               r.holdout)
-    b = sorted(r.holdout[spec.name] for r in runs if r.role is Role.CANDIDATE and spec.name in
-               r.holdout)
-    if not a or not b:
-        return False, "the holdout metric was not measured on both sides"
-    ma, mb = a[len(a) // 2], b[len(b) // 2]
-    change = (mb - ma) / (abs(ma) or 1.0)
-    worse = -change if spec.direction is Direction.MAXIMIZE else change
-    if worse > spec.tolerance:
-        return False, f"the holdout regressed by {worse:.2%} (tolerance {spec.tolerance:.2%})"
-    return True, "the holdout holds"
+@dataclass(frozen=True)
+class Progress:
+    counts: dict[str, int]
+    finished: int
+    kept: list[Experiment]
+    baseline: float | None  # the incumbent's median in the first decided experiment
+    best: float | None  # the last kept candidate's median (the baseline if none was kept)
+
+
+def progress(exps: Sequence[Experiment]) -> Progress:
+    """Counts by state, the kept experiments, the baseline and the best, from the journal."""
+    counts: dict[str, int] = {}
+    for e in exps:
+        counts[e.state.value] = counts.get(e.state.value, 0) + 1
+    kept = [e for e in exps if e.state is ExperimentState.KEPT]
+    first = next((e.decision for e in exps
+                  if e.decision and "incumbent_value" in e.decision.details), None)
+    baseline = float(first.details["incumbent_value"]) if first else None
+    best = baseline
+    if kept and kept[-1].decision and "candidate_value" in kept[-1].decision.details:
+        best = float(kept[-1].decision.details["candidate_value"])
+    return Progress(counts, sum(1 for e in exps if e.state.is_finished()), kept, baseline, best)
 
 
 def _summary(e: Experiment) -> ExperimentSummary:
