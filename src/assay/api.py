@@ -138,6 +138,10 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         if reaped:
             loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
                                 f"{', '.join(map(str, reaped))}")
+        from . import fingerprint
+
+        fingerprint.record(journal, loop.session_id,
+                           fingerprint.take(ws.head(), target.config_path))
         locks = ws.clear_stale_locks() if lock else []
         if locks:
             loop.emit("resume", f"removed {len(locks)} git lock file(s) left by a dead run")
@@ -211,6 +215,10 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                        for r in journal.runs(exp_id)]
         for d in out["decisions"]:
             d.pop("next_block", None)
+        from . import fingerprint
+
+        fp = fingerprint.at(journal, exp.created_at)
+        out["fingerprint"] = fp.as_dict() if fp else None
         return out
     finally:
         journal.close()

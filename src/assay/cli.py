@@ -187,6 +187,11 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                                                     data["params"].items())))
     if data["commit"]:
         console.print(f"commit: {data['commit']}")
+    if data.get("fingerprint"):
+        from .fingerprint import Fingerprint
+
+        fp_lines = Fingerprint.from_dict(data["fingerprint"]).lines()
+        console.print("measured on: " + escape("\n  ".join(fp_lines)), highlight=False)
     for d in data["decisions"]:
         console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
                       f"{_pct(d['effect'])} "

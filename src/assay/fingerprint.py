@@ -1,0 +1,239 @@
+"""The machine and software a result was measured on.
+
+A :class:`Fingerprint` is taken at the start of every session and stored in the journal
+(meta key ``fingerprints``, one entry per session), so a number can always be traced to
+the CPU, GPU, driver, compilers and packages that produced it, and two runs can be told
+apart when their machines differ. ``assay show`` prints the one an experiment ran under;
+every pull-request text of ``assay finalize`` carries it.
+
+What is read, and where from (anything missing is left empty, never guessed):
+
+- CPU: model name and feature flags from ``/proc/cpuinfo`` (``sysctl`` on macOS), the
+  logical cores this process may use;
+- GPU: names through :mod:`assay.hardware`, driver and CUDA versions from ``nvidia-smi``,
+  the CUDA toolkit from ``nvcc``;
+- compilers: the first line of ``--version`` of ``cc``, ``gcc``, ``clang``, ``nvcc``;
+- Python and the versions of the installed packages named in :data:`PACKAGES`;
+- the target's commit and the SHA-256 of its config file.
+
+``extra`` holds whatever a subsystem adds (cuDNN, torch's CUDA, a corpus hash); callers pass
+it to :func:`take`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import hardware
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+PACKAGES = ("assay", "numpy", "scipy", "torch", "triton", "jax", "numba", "cython", "pybind11",
+            "cmake", "ninja", "ray", "optuna")
+COMPILERS = ("cc", "gcc", "clang", "nvcc")
+# The flags worth a glance when two machines disagree (all flags are stored).
+KEY_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni",
+             "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve", "sve2", "neon")
+META_KEY = "fingerprints"
+_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    cpu: str = ""
+    cpu_flags: tuple[str, ...] = ()
+    cores: int = 0
+    gpus: tuple[str, ...] = ()
+    driver: str = ""
+    cuda: str = ""  # the highest CUDA version the driver supports
+    cuda_toolkit: str = ""  # nvcc's release
+    compilers: Mapping[str, str] = field(default_factory=dict)
+    python: str = ""
+    os: str = ""
+    packages: Mapping[str, str] = field(default_factory=dict)
+    commit: str = ""
+    config_hash: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    taken_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["cpu_flags"] = list(self.cpu_flags)
+        out["gpus"] = list(self.gpus)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Fingerprint:
+        known = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in raw.items() if k in known}
+        data["cpu_flags"] = tuple(data.get("cpu_flags", ()))
+        data["gpus"] = tuple(data.get("gpus", ()))
+        return cls(**data)
+
+    def key_flags(self) -> list[str]:
+        have = set(self.cpu_flags)
+        return [f for f in KEY_FLAGS if f in have]
+
+    def lines(self) -> list[str]:
+        """Human-readable lines, one per aspect; empty aspects are left out."""
+        out = [f"CPU: {self.cpu or 'unknown'} ({self.cores} cores"
+               + (f"; {' '.join(self.key_flags())}" if self.key_flags() else "") + ")"]
+        if self.gpus:
+            gpu = ", ".join(self.gpus)
+            if self.driver:
+                gpu += f"; driver {self.driver}"
+            if self.cuda:
+                gpu += f"; CUDA {self.cuda}"
+            out.append(f"GPU: {gpu}")
+        if self.cuda_toolkit:
+            out.append(f"CUDA toolkit: {self.cuda_toolkit}")
+        if self.compilers:
+            out.append("compilers: " + "; ".join(f"{k}: {v}" for k, v in self.compilers.items()))
+        out.append(f"Python {self.python} on {self.os}")
+        if self.packages:
+            out.append("packages: " + ", ".join(f"{k} {v}" for k, v in self.packages.items()))
+        if self.extra:
+            out.append("also: " + ", ".join(f"{k} {v}" for k, v in self.extra.items()))
+        out.append(f"commit {self.commit[:12] or '-'}, "
+                   f"config sha256 {self.config_hash[:12] or '-'}")
+        return out
+
+    def summary(self) -> str:
+        """One line: CPU, GPU, Python."""
+        parts = [self.cpu or "unknown CPU"]
+        if self.gpus:
+            parts.append(", ".join(self.gpus) + (f" (CUDA {self.cuda})" if self.cuda else ""))
+        parts.append(f"Python {self.python}")
+        return "; ".join(parts)
+
+
+def _output(args: Sequence[str]) -> str:
+    exe = shutil.which(args[0])
+    if exe is None:
+        return ""
+    try:
+        proc = subprocess.run([exe, *args[1:]], capture_output=True, text=True,
+                              timeout=_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
+    """The CPU's feature flags (x86 ``flags``, Arm ``Features``), sorted."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            return tuple(sorted(set(value.split())))
+    if sys.platform == "darwin":
+        text = _output(["sysctl", "-n", "machdep.cpu.features"])
+        return tuple(sorted({f.lower() for f in text.split()}))
+    return ()
+
+
+def parse_nvidia_smi(text: str) -> tuple[str, str]:
+    """(driver version, CUDA version) from ``nvidia-smi``'s banner."""
+    driver = re.search(r"Driver Version:\s*([\w.\-]+)", text)
+    cuda = re.search(r"CUDA Version:\s*([\w.\-]+)", text)
+    return (driver.group(1) if driver else "", cuda.group(1) if cuda else "")
+
+
+def parse_nvcc(text: str) -> str:
+    m = re.search(r"release\s+([\d.]+)", text)
+    return m.group(1) if m else ""
+
+
+def compiler_versions(names: Sequence[str] = COMPILERS) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in names:
+        text = _output([name, "--version"])
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            continue
+        out[name] = (next((ln for ln in lines if "release" in ln), lines[-1])
+                     if name == "nvcc" else lines[0])
+    return out
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def config_hash(path: Path | None) -> str:
+    if path is None or not path.is_file():
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def take(commit: str = "", config_path: Path | None = None,
+         extra: Mapping[str, str] | None = None) -> Fingerprint:
+    """The fingerprint of this machine now, for a target at ``commit``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    gpus = tuple(d.name for d in hardware.detect_gpus())
+    driver = cuda = toolkit = ""
+    if gpus:
+        driver, cuda = parse_nvidia_smi(_output(["nvidia-smi"]))
+    compilers = compiler_versions()
+    if "nvcc" in compilers:
+        toolkit = parse_nvcc(compilers["nvcc"])
+    return Fingerprint(
+        cpu=hardware.cpu_model() or "unknown CPU", cpu_flags=cpu_flags(), cores=cores,
+        gpus=gpus, driver=driver, cuda=cuda, cuda_toolkit=toolkit, compilers=compilers,
+        python=platform.python_version(), os=f"{platform.system()} {platform.release()}",
+        packages=package_versions(), commit=commit, config_hash=config_hash(config_path),
+        extra=dict(extra or {}), taken_at=time.time())
+
+
+def record(journal: Journal, session: str, fp: Fingerprint) -> None:
+    """Store ``fp`` as the fingerprint of ``session`` (one entry per session)."""
+    stored = [e for e in journal.get_meta(META_KEY, []) if e.get("session") != session]
+    stored.append({"session": session, **fp.as_dict()})
+    journal.set_meta(META_KEY, stored)
+
+
+def recorded(journal: Journal) -> list[tuple[str, Fingerprint]]:
+    """Every stored (session, fingerprint), oldest first."""
+    raw = journal.get_meta(META_KEY, []) or []
+    out = [(str(e.get("session", "")), Fingerprint.from_dict(e)) for e in raw
+           if isinstance(e, dict)]
+    return sorted(out, key=lambda sf: sf[1].taken_at)
+
+
+def at(journal: Journal, when: float | None = None) -> Fingerprint | None:
+    """The fingerprint of the session running at ``when`` (the latest if None)."""
+    found = recorded(journal)
+    if not found:
+        return None
+    if when is None:
+        return found[-1][1]
+    before = [fp for _, fp in found if fp.taken_at <= when]
+    return before[-1] if before else found[0][1]
