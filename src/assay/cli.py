@@ -236,6 +236,9 @@ def _register_optional() -> None:
         pass
     else:
         app.command("research")(research_command)
+    from .finalize.command import finalize_command
+
+    app.command("finalize")(finalize_command)
     try:
         from .faces.commands import register
     except ImportError:

@@ -496,7 +496,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     hsec.reject_unknown()
 
     subsystems = {}
-    for key in ("proposer", "executor", "research", "stats"):
+    for key in ("proposer", "executor", "research", "stats", "finalize"):
         sub = top.table(key)
         subsystems[key] = sub.data
     top.reject_unknown()

@@ -11,6 +11,8 @@ The tree::
     ├── LockError              another live `assay run` holds the target
     ├── ProposerError          a proposer failed (LLM reply, agent CLI, sweep space)
     ├── ExecutorError          a backend (local, Ray, SkyPilot) failed to run a block
+    ├── FinalizeError          `assay finalize` cannot group, branch or measure the kept changes
+    ├── ReviewError            a reviewer failed (its command, the LLM reply, the agent CLI)
     └── MissingDependency      an optional extra is not installed: says which to install
 
 Each message says what was wrong, where, and what to do about it.
@@ -69,6 +71,14 @@ class ProposerError(AssayError):
 
 class ExecutorError(AssayError):
     """A backend failed to run a block (not a failing benchmark: that is a result)."""
+
+
+class FinalizeError(AssayError):
+    """Kept changes that cannot become independent branches; nothing was left behind."""
+
+
+class ReviewError(AssayError):
+    """A reviewer could not review a group: says which reviewer and what it returned."""
 
 
 class MissingDependency(AssayError):

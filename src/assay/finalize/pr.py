@@ -1,0 +1,152 @@
+"""The pull-request text of each group, and CHANGES.md for the whole run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..config import Target
+from ..fingerprint import Fingerprint
+from ..model import Hypothesis
+from .grouping import Group
+from .measure import Measured
+from .review import Verdict
+
+NOT_ALONE = "does not stand on its own"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.2%}"
+
+
+def interval(m: Measured | None) -> str:
+    if m is None or m.lo is None or m.hi is None:
+        return "-"
+    return f"[{pct(m.lo)}, {pct(m.hi)}]"
+
+
+@dataclass
+class Outcome:
+    """Everything finalize learned about one group."""
+
+    group: Group
+    branch: str
+    tree: str  # merge-base + group
+    alone: Measured | None = None
+    without: Measured | None = None  # the final tree without this group, against the final
+    review: Verdict = field(default_factory=Verdict)
+    flags: list[str] = field(default_factory=list)
+    commit: str = ""  # the branch's commit, once made
+
+    @property
+    def finalized(self) -> bool:
+        return not self.review.blocked
+
+    @property
+    def status(self) -> str:
+        if self.review.blocked:
+            ids = ", ".join(f.id for f in self.review.blocking)
+            return f"blocked by review ({ids})"
+        return "; ".join(self.flags) if self.flags else "stands on its own"
+
+
+def flags_for(alone: Measured | None, without: Measured | None) -> list[str]:
+    """'does not stand on its own', with the reason, when either measurement sees nothing."""
+    out: list[str] = []
+    if alone is not None and not (alone.valid and alone.lo is not None and alone.lo > 0):
+        why = (f"alone {pct(alone.effect)} {interval(alone)} includes zero" if alone.valid
+               else f"alone it is {alone.state}: {alone.reason}")
+        out.append(f"{NOT_ALONE}: {why}")
+    if without is not None and not (without.valid and without.hi is not None
+                                    and without.hi < 0):
+        why = (f"leaving it out of the final tree changes it by {pct(without.effect)} "
+               f"{interval(without)}, which includes zero" if without.valid
+               else f"leaving it out is {without.state}: {without.reason}")
+        out.append(f"{NOT_ALONE} in the final tree: {why}")
+    return out
+
+
+def _sources(group: Group, hypotheses: Mapping[int, Hypothesis]) -> list[str]:
+    out: list[str] = []
+    for c in group.changes:
+        if c.hypothesis_id is not None and c.hypothesis_id in hypotheses:
+            h = hypotheses[c.hypothesis_id]
+            out.append(f"- research hypothesis H{h.id} ({h.source_kind}): {h.text}")
+            out += [f"  - source: {s}" for s in h.sources]
+        known = (hypotheses[c.hypothesis_id].sources
+                 if c.hypothesis_id is not None and c.hypothesis_id in hypotheses else ())
+        out += [f"- {c.label}: {s}" for s in c.sources if s not in known]
+    return out
+
+
+def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None,
+         hypotheses: Mapping[int, Hypothesis], checks_note: str) -> str:
+    g = o.group
+    m = target.metric
+    lines = [f"{g.title}", "",
+             f"{len(g.changes)} change(s) kept by assay run `{run}`, on top of {base[:12]}; "
+             f"files: {', '.join(g.files)}.", ""]
+    lines += ["## What changed and why", ""]
+    for c in g.changes:
+        lines.append(f"- {c.label} ({c.commit[:12]}): {c.hypothesis or '(no hypothesis)'}")
+    if g.reason:
+        lines += ["", f"Grouped because {g.reason}."]
+    src = _sources(g, hypotheses)
+    if src:
+        lines += ["", "Sources from the research brief:", *src]
+    lines += ["", "## Measured effect", "",
+              f"Metric `{m.name}` ({m.direction.value}{', ' + m.unit if m.unit else ''}); "
+              "positive is better. Paired ABBA blocks, same decision rule as the run "
+              f"(`{target.decision.rule}`, confidence {target.decision.confidence:g}).", "",
+              "| comparison | effect | interval | pairs | runs | verdict |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for name, meas in (("merge-base + this change vs merge-base", o.alone),
+                       ("final tree without this change vs final tree", o.without)):
+        if meas is None:
+            lines.append(f"| {name} | not measured | - | - | - | - |")
+        else:
+            lines.append(f"| {name} | {pct(meas.effect)} | {interval(meas)} | {meas.pairs} | "
+                         f"{meas.runs} | {meas.state} |")
+    lines += ["", *([f"**{f}**" for f in o.flags] or ["It stands on its own: its interval "
+                                                     "excludes zero alone and in the final "
+                                                     "tree."])]
+    lines += ["", "## Checks and review", "", checks_note]
+    rv = o.review
+    if rv.reviewer == "none":
+        lines.append("- review: no reviewer configured ([finalize.review] reviewer)")
+    else:
+        lines.append(f"- review by `{rv.reviewer}`: {len(rv.findings)} finding(s), "
+                     f"{len(rv.blocking)} blocking")
+        for f in rv.findings:
+            mark = " (waived)" if f.id in rv.waived else ""
+            lines.append(f"  - {f.id} {f.severity}{mark} {f.where}: {f.message}")
+    lines += ["", "## Measured on", ""]
+    lines += [f"- {ln}" for ln in (fp.lines() if fp else ["(no fingerprint recorded)"])]
+    lines += ["", "## Experiments", "", "| experiment | commit | effect in the run | interval |",
+              "| --- | --- | --- | --- |"]
+    for c in g.changes:
+        iv = "-" if c.lo is None or c.hi is None else f"[{pct(c.lo)}, {pct(c.hi)}]"
+        lines.append(f"| {c.label} | {c.commit[:12]} | {pct(c.effect)} | {iv} |")
+    lines += ["", f"Branch `{o.branch}`; measurement journals: "
+              + ", ".join(x.journal.rsplit('/', 1)[-1] for x in (o.alone, o.without) if x)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def changes_md(outcomes: Sequence[Outcome], target: Target, run: str, base: str,
+               notes: Sequence[str], fp: Fingerprint | None) -> str:
+    lines = [f"# Changes from assay run `{run}`", "",
+             f"On top of {base[:12]}; metric `{target.metric.name}` "
+             f"({target.metric.direction.value}), positive is better.", "",
+             "| group | branch | experiments | files | alone | interval | without it | "
+             "interval | status |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for o in outcomes:
+        a, w = o.alone, o.without
+        lines.append(f"| {o.group.slug} | {o.branch if o.finalized else '(none)'} | "
+                     f"{', '.join(o.group.labels)} | {', '.join(o.group.files)} | "
+                     f"{pct(a.effect if a else None)} | {interval(a)} | "
+                     f"{pct(w.effect if w else None)} | {interval(w)} | {o.status} |")
+    if notes:
+        lines += ["", "Grouping:", *[f"- {n}" for n in notes]]
+    lines += ["", "Measured on:", *[f"- {ln}" for ln in (fp.lines() if fp else ["unknown"])]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,322 @@
+"""`assay finalize`: the kept commits of a run as reviewed, separately measured branches.
+
+Steps, each of which may fail; on any failure every branch finalize made or moved is put
+back and the error says why (the user's branch, index and working tree are never used):
+
+1. the kept commits of ``assay/<run>`` since its merge-base with ``HEAD`` become groups
+   (:mod:`.grouping`: shared files, or ``--groups FILE``);
+2. each group alone on the merge-base is built and checked; a group that needs another
+   is merged with it (the reason is kept);
+3. one branch per group, ``assay/<run>-pr/<slug>``, one commit on the merge-base; the
+   union of the branches must give the final tree exactly;
+4. each branch measured against the merge-base, and the final tree without each group
+   against the final tree (:mod:`.measure`, the run's loop and decision rule);
+5. each group reviewed (:mod:`.review`); findings go to the journal, and a blocking one
+   keeps the group out (no branch) until a later review drops it or ``--waive ID``;
+6. each branch's commit message becomes its pull-request text, also written to
+   ``.assay/finalize/<run>/<slug>/PR.md``, with ``CHANGES.md`` beside them.
+
+(The branches sit under ``assay/<run>-pr/`` because git cannot hold a branch
+``assay/<run>/x`` while the branch ``assay/<run>`` exists.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import api, fingerprint
+from ..config import Target
+from ..errors import FinalizeError
+from ..journal import Journal
+from ..lock import RunLock
+from ..model import ExperimentState
+from ..workspace import Workspace, git, split_params
+from . import branches, grouping, measure, pr, review
+from .grouping import Change, Group
+
+Report = Callable[[str], None]
+
+
+@dataclass
+class Result:
+    run: str
+    base: str
+    final: str
+    outcomes: list[pr.Outcome]
+    notes: list[str]
+    folder: Path
+    changes: str  # CHANGES.md
+    rolled_back: list[str] = field(default_factory=list)
+
+    @property
+    def finalized(self) -> list[pr.Outcome]:
+        return [o for o in self.outcomes if o.finalized]
+
+
+def kept_changes(root: Path, journal: Journal, base: str, final: str) -> list[Change]:
+    kept = {e.commit: e for e in journal.experiments([ExperimentState.KEPT]) if e.commit}
+    out: list[Change] = []
+    for sha in branches.commits_between(root, base, final):
+        parent = git(["rev-parse", f"{sha}^"], root).strip()
+        files = branches.changed_files(root, parent, sha)
+        exp = kept.get(sha)
+        if exp is None:
+            subject = git(["log", "-1", "--format=%s", sha], root).strip()
+            out.append(Change(sha, parent, files, hypothesis=subject))
+            continue
+        d = exp.decision
+        out.append(Change(sha, parent, files, exp.id, exp.candidate.hypothesis,
+                          tuple(exp.candidate.sources), exp.candidate.hypothesis_id,
+                          d.effect if d else None, d.lo if d else None, d.hi if d else None,
+                          dict(exp.candidate.params)))
+    return out
+
+
+class _Checker:
+    """Build + checks of merge-base + some groups, in one scratch worktree; cached."""
+
+    def __init__(self, target: Target, ws: Workspace, base: str, final: str,
+                 defaults: dict[str, Any]) -> None:
+        self.target, self.ws, self.base, self.final = target, ws, base, final
+        self.defaults = defaults
+        self.cache: dict[str, str] = {}
+        self.logs = target.state_dir / "finalize" / "checks"
+
+    def tree(self, groups: Sequence[Group]) -> str:
+        files = [f for g in groups for f in g.files]
+        return branches.tree_with(self.target.root, self.base, self.final, files)
+
+    def worktree(self, tree: str, message: str) -> Path:
+        commit = branches.commit_tree(self.target.root, tree, self.base, message)
+        path = self.ws.tree("finalize")
+        self.ws.reset(path, commit)
+        return path
+
+    def __call__(self, groups: Sequence[Group]) -> str:
+        from ..worker import _prep
+
+        if self.target.build is None and self.target.checks is None:
+            return ""
+        tree = self.tree(groups)
+        if tree in self.cache:
+            return self.cache[tree]
+        path = self.worktree(tree, "finalize: check " + ", ".join(g.slug for g in groups))
+        params = dict(self.defaults)
+        for g in groups:
+            for c in g.changes:
+                params.update(measure.env_params(self.target, c.params))
+        env_vars = split_params(params, self.target.params)[0]
+        from .. import process
+
+        env = process.scrubbed_env(self.target.env, env_vars)
+        logs = self.logs / tree[:12]
+        why = ""
+        for name, cmd in (("build", self.target.build), ("checks", self.target.checks)):
+            why = _prep(cmd, path, env, logs, name, self.target, None)
+            if why:
+                break
+        self.cache[tree] = why
+        return why
+
+
+def _env_defaults(target: Target) -> dict[str, Any]:
+    return {p.name: p.default for p in target.params
+            if p.apply == "env" and p.default is not None}
+
+
+def finalize(root: str | Path = ".", *, groups_file: str | Path | None = None,
+             waive: Iterable[str] = (), measure_groups: bool = True,
+             config: str | None = None, report: Report = lambda m: None,
+             reviewer: review.Reviewer | str | None = "config") -> Result:
+    """Turn the run's kept commits into reviewed, separately measured branches."""
+    target = api.load(root, config)
+    lock = RunLock(target.state_dir / "run.lock")
+    lock.acquire()
+    try:
+        journal = api.open_journal(target)
+        try:
+            return _finalize(target, journal, groups_file, set(waive), measure_groups,
+                             report, reviewer)
+        finally:
+            journal.close()
+    finally:
+        lock.release()
+
+
+def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
+              waive: set[str], measure_groups: bool, report: Report,
+              reviewer_arg: review.Reviewer | str | None) -> Result:
+    root = target.root
+    run = journal.get_meta("run_name") or target.run.name or "main"
+    ws = Workspace(target, run)
+    final = branches.rev(root, f"refs/heads/{ws.branch}")
+    if final is None:
+        raise FinalizeError(f"no branch {ws.branch} in {root}; `assay run` makes it, then "
+                            "`assay finalize` turns its kept commits into branches")
+    base = branches.merge_base(root, "HEAD", final)
+    changes = kept_changes(root, journal, base, final)
+    if not changes:
+        raise FinalizeError(f"{ws.branch} has no commit on top of its merge-base "
+                            f"{base[:12]} with HEAD: nothing was kept to finalize")
+    reviewer = review.from_target(target) if reviewer_arg == "config" else reviewer_arg
+    assert not isinstance(reviewer, str)
+    if groups_file is not None:
+        groups = grouping.read_groups(Path(groups_file), changes)
+    else:
+        groups = grouping.propose(changes)
+    how = f"from {groups_file}" if groups_file is not None else "by shared files"
+    report(f"{len(changes)} kept change(s) on {ws.branch} since {base[:12]}: "
+           f"{len(groups)} group(s) {how}")
+    defaults = _env_defaults(target)
+    checker = _Checker(target, ws, base, final, defaults)
+    notes: list[str] = []
+    if target.build is None and target.checks is None:
+        notes.append("no build or checks command: dependencies between groups were not tested")
+    refs = branches.Refs(root)
+    try:
+        groups, merges = grouping.merge_dependent(groups, changes, checker)
+        notes += merges
+        for n in merges:
+            report(n)
+        outcomes = _branches(target, run, base, final, groups, refs)
+        if measure_groups:
+            _measure(target, run, base, final, journal, outcomes, defaults, report)
+        _review(target, journal, base, outcomes, checker, reviewer, waive, report)
+        folder = target.state_dir / "finalize" / run
+        fp = fingerprint.take(final, target.config_path)
+        fingerprint.record(journal, f"finalize-{int(time.time())}", fp)
+        hyps = {h.id: h for h in journal.hypotheses()}
+        checks_note = _checks_note(target, outcomes)
+        for o in outcomes:
+            body = pr.text(o, target, run, base, fp, hyps, checks_note[o.group.slug])
+            path = folder / o.group.slug / "PR.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body)
+            if o.finalized:
+                o.commit = branches.commit_tree(root, o.tree, base, body)
+                refs.set(o.branch, o.commit)
+            else:
+                refs.delete(o.branch)
+        changes_text = pr.changes_md(outcomes, target, run, base, notes, fp)
+        (folder / "CHANGES.md").write_text(changes_text)
+        journal.set_meta(f"finalize:{run}", {
+            "base": base, "final": final, "at": time.time(), "notes": notes,
+            "groups": [{"slug": o.group.slug, "branch": o.branch if o.finalized else None,
+                        "experiments": list(o.group.labels), "files": list(o.group.files),
+                        "reason": o.group.reason, "status": o.status,
+                        "alone": o.alone.as_dict() if o.alone else None,
+                        "without": o.without.as_dict() if o.without else None}
+                       for o in outcomes]})
+        journal.event("finalize", f"finalized {sum(o.finalized for o in outcomes)} of "
+                                  f"{len(outcomes)} group(s) of {ws.branch}")
+        return Result(run, base, final, outcomes, notes, folder, changes_text)
+    except BaseException:
+        undone = refs.rollback()
+        if undone:
+            report(f"rolled back: {', '.join(undone)}")
+        raise
+
+
+def _branches(target: Target, run: str, base: str, final: str, groups: Sequence[Group],
+              refs: branches.Refs) -> list[pr.Outcome]:
+    root = target.root
+    outcomes: list[pr.Outcome] = []
+    for g in groups:
+        tree = branches.tree_with(root, base, final, g.files)
+        branch = f"assay/{run}-pr/{g.slug}"
+        commit = branches.commit_tree(root, tree, base, f"{g.title}\n\n(assay finalize: "
+                                                          "measuring and reviewing)\n")
+        refs.set(branch, commit)
+        if branches.tree_of(root, branch) != tree:
+            raise FinalizeError(f"branch {branch} does not hold the tree it was made from")
+        outcomes.append(pr.Outcome(g, branch, tree, commit=commit))
+    union = branches.union_tree(root, base, [o.commit for o in outcomes])
+    final_tree = branches.tree_of(root, final)
+    if union != final_tree:
+        missing = git(["diff", "--name-only", union, final_tree], root).split()
+        raise FinalizeError(f"the {len(outcomes)} group branches together do not reproduce "
+                            f"assay/{run}: {', '.join(missing) or 'the trees'} differ; "
+                            "nothing was kept")
+    return outcomes
+
+
+def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
+             outcomes: Sequence[pr.Outcome], defaults: dict[str, Any], report: Report) -> None:
+    root = target.root
+    folder = target.state_dir / "finalize" / run / "measure"
+    cal = journal.get_meta("calibration")
+    inc = journal.incumbent()
+    final_params = measure.env_params(target, inc.params if inc else {})
+    for o in outcomes:
+        params = dict(defaults)
+        for c in o.group.changes:
+            params.update(measure.env_params(target, c.params))
+        report(f"measuring {o.group.slug} alone: merge-base + group vs merge-base")
+        o.alone = measure.compare(target, run, measure.Comparison(
+            f"{o.group.slug}-alone", base, o.commit, defaults, params,
+            f"{o.group.title} (alone on the merge-base)"), folder, cal, report)
+        report(f"  {o.group.slug} alone: {pr.pct(o.alone.effect)} {pr.interval(o.alone)} "
+               f"({o.alone.state})")
+    if len(outcomes) > 1:
+        for o in outcomes:
+            tree = branches.tree_with(root, final, base, o.group.files)
+            without = branches.commit_tree(root, tree, final, f"final without {o.group.slug}")
+            params = dict(final_params)
+            for c in o.group.changes:
+                for k in measure.env_params(target, c.params):
+                    if k in defaults:
+                        params[k] = defaults[k]
+            report(f"measuring the final tree without {o.group.slug}")
+            o.without = measure.compare(target, run, measure.Comparison(
+                f"{o.group.slug}-without", final, without, final_params, params,
+                f"the final tree without {o.group.slug}"), folder, cal, report)
+            report(f"  without {o.group.slug}: {pr.pct(o.without.effect)} "
+                   f"{pr.interval(o.without)} ({o.without.state})")
+    for o in outcomes:
+        o.flags = pr.flags_for(o.alone, o.without)
+
+
+def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.Outcome],
+            checker: _Checker, reviewer: review.Reviewer | None, waive: set[str],
+            report: Report) -> None:
+    stored = set(journal.get_meta("finalize:waived", []) or [])
+    if waive - stored:
+        journal.set_meta("finalize:waived", sorted(stored | waive))
+        for fid in sorted(waive - stored):
+            journal.event("waive", f"finding {fid} waived (assay finalize --waive)")
+    waived = stored | waive
+    if reviewer is None:
+        return
+    for o in outcomes:
+        path = checker.worktree(o.tree, f"finalize: review {o.group.slug}")
+        req = review.build_request(target.root, o.group.slug, o.group.title, base, o.commit,
+                                   o.group.files, path)
+        found = reviewer.review(req)
+        o.review = review.Verdict(found, {f.id for f in found if f.id in waived},
+                                  reviewer.name)
+        for f in found:
+            journal.event("review", f"{f.id} {f.severity} {f.where}: {f.message}",
+                          None, finding=f.as_dict(), experiments=list(o.group.labels))
+        report(f"review of {o.group.slug} by {reviewer.name}: {len(found)} finding(s), "
+               f"{len(o.review.blocking)} blocking")
+
+
+def _checks_note(target: Target, outcomes: Sequence[pr.Outcome]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    cmds = [f"`{c.cmd}`" for c in (target.build, target.checks) if c is not None]
+    for o in outcomes:
+        parts: list[str] = []
+        if cmds:
+            parts.append(f"- build and checks ({', '.join(cmds)}) pass on merge-base + this "
+                         "change alone")
+        else:
+            parts.append("- the target has no build or checks command")
+        if o.alone is not None and o.alone.checks_passed is not None:
+            parts.append(f"- checks before measuring: "
+                         f"{'passed' if o.alone.checks_passed else 'FAILED'}")
+        out[o.group.slug] = "\n".join(parts)
+    return out

@@ -1,0 +1,143 @@
+"""`assay finalize` on real runs: groups, branches, measurement, PR texts, rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assay import finalize as fin
+from assay.cli import app
+from assay.errors import FinalizeError
+from assay.finalize import branches, grouping
+from assay.journal import Journal
+
+from .finalize_kit import edit, git, make_repo, refs, run_queue
+
+
+def three_changes(tmp_path: Path) -> Path:
+    root = make_repo(tmp_path / "repo", {})
+    run_queue(root, [
+        ("a.py: the fast path", edit(root, "a.py", "FAST_A = False", "FAST_A = True")),
+        ("b.py: the fast kernel", edit(root, "b.py", "FAST_B = False", "FAST_B = True")),
+        ("b.py: tuned constants", edit(root, "b.py", "TUNED = False", "TUNED = True")),
+    ])
+    return root
+
+
+def test_three_changes_in_two_files_become_two_measured_branches(tmp_path: Path) -> None:
+    root = three_changes(tmp_path)
+    head, status = git(root, "rev-parse", "HEAD"), git(root, "status", "--porcelain")
+    (root / "a.py").write_text("FAST_A = 'user edit, not committed'\n")  # a dirty tree
+    res = fin.finalize(root, reviewer=None)
+
+    assert [o.group.labels for o in res.outcomes] == [("e0001",), ("e0002", "e0003")]
+    assert [o.group.files for o in res.outcomes] == [("a.py",), ("b.py",)]
+    assert [o.branch for o in res.outcomes] == ["assay/opt-pr/a-py-the-fast-path",
+                                                "assay/opt-pr/b-py-the-fast-kernel"]
+    a, b = res.outcomes
+    # each branch is one commit on the merge-base holding exactly its group's files
+    for o in res.outcomes:
+        assert git(root, "rev-parse", f"{o.branch}^") .strip() == res.base
+        changed = git(root, "diff", "--name-only", res.base, o.branch).split()
+        assert changed == list(o.group.files)
+    assert "FAST_A = True" in git(root, "show", f"{a.branch}:a.py")
+    assert "FAST_B = True" in git(root, "show", f"{b.branch}:b.py")
+    assert "TUNED = True" in git(root, "show", f"{b.branch}:b.py")
+    assert "FAST_B = False" in git(root, "show", f"{a.branch}:b.py")
+    # the union of the branches is the final tree
+    union = branches.union_tree(root, res.base, [a.branch, b.branch])
+    assert union == branches.tree_of(root, "assay/opt")
+    # each measured on its own: a is x1.5, b is x1.3 * x1.25
+    assert a.alone is not None and b.alone is not None
+    assert a.alone.state == "kept" and a.alone.lo is not None and a.alone.lo > 0.4
+    assert a.alone.hi is not None and a.alone.hi < 0.6
+    assert b.alone.effect is not None and 0.55 < b.alone.effect < 0.075 + 0.55 + 0.02
+    # leaving one out of the final tree loses what it brought
+    assert a.without is not None and a.without.hi is not None
+    assert -0.36 < a.without.effect < -0.30 if a.without.effect else False
+    assert b.without is not None and b.without.hi is not None and b.without.hi < -0.3
+    assert a.flags == [] and b.flags == [] and a.status == "stands on its own"
+    # the PR text is the branch's commit message and a file
+    message = git(root, "log", "-1", "--format=%B", a.branch)
+    pr_file = res.folder / a.group.slug / "PR.md"
+    assert pr_file.read_text().strip() == message.strip()
+    assert "## Measured effect" in message and f"{a.alone.effect:+.2%}" in message
+    assert "## Measured on" in message and "Python" in message
+    assert "e0001" in message and "a.py: the fast path" in message
+    changes = (res.folder / "CHANGES.md").read_text()
+    assert "| a-py-the-fast-path |" in changes and "| b-py-the-fast-kernel |" in changes
+    # the user's branch, index and working tree are as they were
+    assert git(root, "rev-parse", "HEAD") == head
+    assert git(root, "status", "--porcelain") != status  # only the user's own edit
+    assert (root / "a.py").read_text() == "FAST_A = 'user edit, not committed'\n"
+    # recorded in the journal
+    j = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    try:
+        saved = j.get_meta("finalize:opt")
+    finally:
+        j.close()
+    assert [g["slug"] for g in saved["groups"]] == [a.group.slug, b.group.slug]
+    assert saved["groups"][0]["alone"]["effect"] == a.alone.effect
+
+
+def test_a_group_that_needs_another_is_merged_with_the_reason(tmp_path: Path) -> None:
+    lib = "FAST_LIB = False\n"
+    root = make_repo(tmp_path / "repo", {"lib.py": lib})
+    bench = (root / "bench.py").read_text().replace("import b\n", "import b\nimport lib\n")
+    bench = bench.replace("if a.FAST_A:", "if lib.FAST_LIB:\n    speed *= 1.2\nif a.FAST_A:")
+    (root / "bench.py").write_text(bench)
+    git(root, "commit", "-qam", "bench reads lib")
+    with_helper = "FAST_LIB = True\n\n\ndef fast_sum(xs):\n    return sum(xs)\n"
+    lib_patch = edit(root, "lib.py", lib, with_helper)
+    a_patch = edit(root, "a.py", "FAST_A = False\n",
+                   "from lib import fast_sum\n\nFAST_A = fast_sum([1]) == 1\n")
+    run_queue(root, [("lib: a summing helper", lib_patch), ("a: use the helper", a_patch)])
+    res = fin.finalize(root, reviewer=None, measure_groups=False)
+
+    assert len(res.outcomes) == 1
+    g = res.outcomes[0].group
+    assert g.labels == ("e0001", "e0002") and set(g.files) == {"lib.py", "a.py"}
+    assert len(res.notes) == 1
+    note = res.notes[0]
+    assert "a-use-the-helper alone fails" in note and "passes together with" in note
+    assert "ImportError" in note or "cannot import" in note
+    assert note in g.reason
+    assert branches.rev(root, "refs/heads/assay/opt-pr/lib-a-summing-helper") is not None
+
+
+def test_a_groups_file_replaces_the_proposal_and_is_checked(tmp_path: Path) -> None:
+    root = three_changes(tmp_path)
+    changes = fin.run.kept_changes(root, _journal(root), git(root, "rev-parse", "HEAD").strip(),
+                                   git(root, "rev-parse", "assay/opt").strip())
+    good = tmp_path / "groups.toml"
+    good.write_text('[[group]]\nname = "All of it"\nexperiments = ["e0003", "e0001", '
+                    '"e0002"]\n')
+    (only,) = grouping.read_groups(good, changes)
+    assert only.slug == "all-of-it" and only.labels == ("e0001", "e0002", "e0003")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[group]]\nname = "x"\nexperiments = ["e0002"]\n'
+                   '[[group]]\nname = "y"\nexperiments = ["e0001", "e0003"]\n')
+    with pytest.raises(FinalizeError, match=r"both change b\.py"):
+        grouping.read_groups(bad, changes)
+    bad.write_text('[[group]]\nname = "x"\nexperiments = ["e0001", "e0009"]\n')
+    with pytest.raises(FinalizeError, match="'e0009' is not a kept change"):
+        grouping.read_groups(bad, changes)
+    bad.write_text('[[group]]\nname = "x"\nexperiments = ["e0001"]\n')
+    with pytest.raises(FinalizeError, match="e0002, e0003 are in no group"):
+        grouping.read_groups(bad, changes)
+    before = refs(root)
+    out = CliRunner().invoke(app, ["finalize", "-C", str(root), "--groups", str(bad),
+                                   "--no-measure"])
+    assert out.exit_code == 2 and "in no group" in out.output and "Traceback" not in out.output
+    assert refs(root) == before
+    out = CliRunner().invoke(app, ["finalize", "-C", str(root), "--groups", str(good),
+                                   "--no-measure"])
+    assert out.exit_code == 0, out.output
+    assert "1 group(s) from" in out.output
+    assert branches.rev(root, "refs/heads/assay/opt-pr/all-of-it") is not None
+
+
+def _journal(root: Path) -> Journal:
+    return Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
