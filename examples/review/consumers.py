@@ -10,7 +10,7 @@ Use it in assay.toml::
 
     [finalize.review]
     reviewer = "command"
-    command = "python examples/review/consumers.py"
+    command = "python /path/to/assay/examples/review/consumers.py"
 
 It reads the group's diff from ``ASSAY_DIFF_FILE`` and the code from the current folder
 (merge-base + the group), and prints one ``path:line: blocking: ...`` line per read of a

@@ -261,7 +261,7 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
             f"{o.group.title} (alone on the merge-base)"), folder, cal, report)
         report(f"  {o.group.slug} alone: {pr.pct(o.alone.effect)} {pr.interval(o.alone)} "
                f"({o.alone.state})")
-    if len(outcomes) > 1:
+    if outcomes:  # with one group, leaving it out is the merge-base: measured all the same
         for o in outcomes:
             tree = branches.tree_with(root, final, base, o.group.files)
             without = branches.commit_tree(root, tree, final, f"final without {o.group.slug}")
