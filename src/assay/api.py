@@ -88,6 +88,10 @@ def build_proposer(target: Target, journal: Journal, name: str | None = None) ->
 
 
 def build_executor(target: Target, ws: Workspace) -> Executor:
+    if target.platforms:
+        from . import platforms
+
+        return platforms.build_executor(target, ws)
     kind = target.run.executor
     if kind == "local":
         from .executors.local import LocalExecutor

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError
 from .model import Direction, ParamValue
+from .platforms import PlatformSpec, parse_platforms
 from .tomlpos import key_line
 
 CONFIG_NAME = "assay.toml"
@@ -208,6 +209,8 @@ class DecisionSpec:
     delta: float = 0.01  # minimum effect, as a fraction (0.01 = 1%)
     confirm: bool = True
     aa_blocks: int = 2  # calibration blocks per slot at the start of a run
+    keep_on: str = "primary"  # with [[platforms]]: clear delta on the primary one, or "any"
+    platform_tolerance: float = 0.02  # the regression another platform may show
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ class RunSpec:
     executor: str = "local"
     seed: int = 0
     name: str = ""
+    auto_gpus: bool = False  # slots = "auto" / gpus = "all": one slot per visible GPU
 
 
 @dataclass(frozen=True)
@@ -262,6 +266,7 @@ class Target:
     brief: str  # path of the task brief, relative to root ('' if none)
     sections: Mapping[str, Mapping[str, Any]]  # raw subsystem tables, see `section()`
     text: str = ""
+    platforms: tuple[PlatformSpec, ...] = ()
 
     def section(self, dotted: str) -> Section:
         """A subsystem's table (``"proposer.llm"``, ``"executor.ray"``) as a Section."""
@@ -378,7 +383,11 @@ def _param(sec: Section) -> ParamSpec:
 
 
 def _gpus(sec: Section, slots: int) -> tuple[tuple[int, ...], ...]:
-    raw = sec.get("gpus", list, [], valid="a list of GPU ids, one per slot, or of lists")
+    if sec.data.get("gpus") == "all":
+        sec.get("gpus", str)
+        return ()
+    raw = sec.get("gpus", list, [], valid='a list of GPU ids, one per slot, or of lists, '
+                  'or "all"')
     out: list[tuple[int, ...]] = []
     for item in raw:
         if isinstance(item, int) and not isinstance(item, bool):
@@ -448,7 +457,15 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                             "a file inside the editable scope")
 
     rsec = top.table("run")
-    slots = rsec.number("slots", 1, low=1, high=1024, integer=True)
+    auto_gpus = rsec.data.get("slots") == "auto" or rsec.data.get("gpus") == "all"
+    if auto_gpus and rsec.data.get("gpus") not in (None, "all"):
+        raise rsec.error("gpus", 'lists GPU ids while slots = "auto" picks them itself',
+                         'drop gpus, or give slots as a number')
+    if rsec.data.get("slots") == "auto":
+        rsec.get("slots", str)
+        slots = 1
+    else:
+        slots = rsec.number("slots", 1, low=1, high=1024, integer=True)
     run = RunSpec(
         slots=slots,
         gpus=_gpus(rsec, slots),
@@ -458,6 +475,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         executor=rsec.choice("executor", EXECUTORS, "local"),
         seed=rsec.number("seed", 0, integer=True),
         name=run_name,
+        auto_gpus=auto_gpus,
     )
     rsec.reject_unknown()
 
@@ -472,6 +490,8 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         delta=dsec.number("delta", 0.01, low=0.0, high=10.0),
         confirm=dsec.get("confirm", bool, True),
         aa_blocks=dsec.number("aa_blocks", 2, low=0, high=100, integer=True),
+        keep_on=dsec.choice("keep_on", ("primary", "any"), "primary"),
+        platform_tolerance=dsec.number("platform_tolerance", 0.02, low=0.0, high=10.0),
     )
     if decision.max_pairs < decision.min_pairs:
         raise dsec.error("max_pairs", f"must be >= min_pairs ({decision.min_pairs})")
@@ -495,6 +515,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
             hooks[event] = cmd
     hsec.reject_unknown()
 
+    platforms = parse_platforms(top)
+    if platforms and auto_gpus:
+        raise rsec.error("slots", 'slots = "auto" and [[platforms]] both say how slots are '
+                         "made", "declare slots per platform, or drop [[platforms]]")
+
     subsystems = {}
     for key in ("proposer", "executor", "research", "stats", "finalize"):
         sub = top.table(key)
@@ -505,7 +530,8 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                   bench=bench, build=build, checks=checks, holdout=holdout,
                   holdout_metric=holdout_metric, editable=editable, protected=protected,
                   params=params, run=run, decision=decision, env=env, limits=limits,
-                  hooks=hooks, brief=brief, sections=subsystems, text=text)
+                  hooks=hooks, brief=brief, sections=subsystems, text=text,
+                  platforms=platforms)
 
 
 def _str_table(sec: Section, key: str) -> dict[str, str]:

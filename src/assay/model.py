@@ -132,6 +132,7 @@ class Block:
     prefer_slot: str | None = None
     avoid_slot: str | None = None
     seq: int = 0  # position in the experiment's list of blocks
+    platform: str = ""  # with [[platforms]]: the platform it must run on
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,8 @@ class Slot:
     name: str
     gpus: tuple[int, ...] = ()
     host: str = "localhost"
+    platform: str = ""  # the [[platforms]] group it belongs to ('' when none is declared)
+    env: tuple[tuple[str, str], ...] = ()  # set in its benchmark processes
 
 
 @dataclass(frozen=True)

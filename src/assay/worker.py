@@ -36,7 +36,7 @@ class SlotTrees:
 
 
 def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
-    env = process.scrubbed_env(target.env, extra)
+    env = process.scrubbed_env(target.env, {**dict(slot.env), **extra})
     if slot.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
     env["ASSAY_SLOT"] = slot.name

@@ -19,9 +19,9 @@ from .base import Executor
 
 
 def local_slots(target: Target) -> list[Slot]:
-    n = target.run.slots
-    gpus = target.run.gpus
-    return [Slot(name=f"s{i}", gpus=gpus[i] if gpus else ()) for i in range(n)]
+    from ..platforms import local_slots as make
+
+    return make(target)
 
 
 class LocalExecutor(Executor):

@@ -64,6 +64,7 @@ from typing import Any
 from ..config import Target
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
+from ..platforms import PlatformSpec
 from ..workspace import Workspace
 from .base import Executor
 from .ray import SLOT_RESOURCE, RayConfig, RayExecutor
@@ -148,6 +149,22 @@ class SkyConfig:
             raise sec.error("ray_port", "6380 is SkyPilot's own Ray port", "e.g. 6379")
         sec.reject_unknown()
         return cfg
+
+
+def platform_pool(target: Target, platform: PlatformSpec) -> SkyConfig:
+    """The pool of one ``[[platforms]]`` entry: ``[executor.skypilot]`` with its keys over it.
+
+    Its nodes advertise a slot resource of their own (``assay_slot_<platform>``), so that a
+    block for this platform can only land on this pool's nodes.
+    """
+    base = SkyConfig.from_target(target)
+    fields = {f.name: f for f in dataclasses.fields(SkyConfig)}
+    values: dict[str, Any] = {}
+    for key, value in platform.sky.items():
+        default = fields[key].default
+        values[key] = str(value) if isinstance(default, str) else value
+    return dataclasses.replace(base, name=f"{base.name}-{platform.name}".replace("_", "-"),
+                               slot_resource=f"{SLOT_RESOURCE}_{platform.name}", **values)
 
 
 @dataclass(frozen=True)

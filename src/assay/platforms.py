@@ -1,0 +1,243 @@
+"""Platforms: named groups of slots that are judged separately, and one slot per GPU.
+
+A portable project is judged per platform: a change that wins on x86 and regresses on ARM
+is not a win. ``[[platforms]]`` declares the groups::
+
+    [[platforms]]
+    name = "x86"
+    slots = 2                  # local slots of this group
+    primary = true             # the platform a keep must clear delta on (see below)
+    env = { ARCH_HINT = "x86" }  # set in this group's benchmark processes
+
+    [[platforms]]
+    name = "arm"
+    ray_resource = "arm"       # on Ray: slots on nodes that carry this custom resource
+    sky = { instance_type = "c7g.4xlarge", nodes = 1 }   # or a SkyPilot pool of its own
+
+Each platform is calibrated and tracked for noise on its own slots; every candidate is
+measured on every platform; ``[decision] keep_on`` says whether it must clear delta on the
+primary platform (default) or on any, and no other platform may show a regression beyond
+``[decision] platform_tolerance`` (the same test a guard metric gets).
+
+One slot per GPU: ``[run] slots = "auto"`` (or ``gpus = "all"``) makes one slot for each
+GPU this host can see (``CUDA_VISIBLE_DEVICES`` when it is set, else ``nvidia-smi``), each
+pinned to its GPU and given an equal share of the host's CPU cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import ExecutorError
+
+if TYPE_CHECKING:
+    from .config import Section, Target
+    from .executors.base import Executor
+    from .model import Slot
+    from .workspace import Workspace
+
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+SKY_KEYS = ("instance_type", "cpus", "memory", "accelerators", "cloud", "region", "zone",
+            "image_id", "nodes", "use_spot", "disk_size")
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    """One named group of slots, with how its slots are made."""
+
+    name: str
+    slots: int = 1
+    primary: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    ray_resource: str = ""  # a Ray custom resource that marks this platform's nodes
+    sky: Mapping[str, Any] = field(default_factory=dict)  # a SkyPilot pool of its own
+
+    @property
+    def kind(self) -> str:
+        return "skypilot" if self.sky else "ray" if self.ray_resource else "local"
+
+
+def parse_platforms(top: Section) -> tuple[PlatformSpec, ...]:
+    """Validate ``[[platforms]]``; the first platform is primary unless one says so."""
+    out: list[PlatformSpec] = []
+    for sec in top.tables("platforms"):
+        name = sec.get("name", str)
+        if not NAME.match(name):
+            raise sec.error("name", f"{name!r} is not a platform name",
+                            "a letter, then letters, digits or _ (at most 32), e.g. \"arm64\"")
+        slots = sec.number("slots", 1, low=1, high=1024, integer=True)
+        env_sec = sec.table("env")
+        env: dict[str, str] = {}
+        for k, v in env_sec.data.items():
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                raise env_sec.error(k, f"must be a string or number, got {v!r}")
+            env[k] = str(v)
+        sky_sec = sec.table("sky")
+        for k in sky_sec.data:
+            if k not in SKY_KEYS:
+                raise sky_sec.error(k, "is not a SkyPilot pool key here",
+                                    ", ".join(SKY_KEYS))
+        sky = dict(sky_sec.data)
+        ray_resource = sec.get("ray_resource", str, "")
+        if sky and ray_resource:
+            raise sec.error("sky", "a platform is either a SkyPilot pool or a Ray resource",
+                            "keep one of sky and ray_resource")
+        out.append(PlatformSpec(name=name, slots=slots, primary=sec.get("primary", bool, False),
+                                env=env, ray_resource=ray_resource, sky=sky))
+        sec.reject_unknown()
+    names = [p.name for p in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise top.error("platforms", f"platform names repeat: {dupes}", "one name per platform")
+    primaries = [p for p in out if p.primary]
+    if len(primaries) > 1:
+        raise top.error("platforms", f"{len(primaries)} platforms say primary = true "
+                        f"({', '.join(p.name for p in primaries)})", "at most one")
+    if out and not primaries:
+        first = out[0]
+        out[0] = PlatformSpec(first.name, first.slots, True, first.env, first.ray_resource,
+                              first.sky)
+    return tuple(out)
+
+
+def primary(target: Target) -> str:
+    """The primary platform's name ('' when no platforms are declared)."""
+    return next((p.name for p in target.platforms if p.primary), "")
+
+
+# -- GPUs ---------------------------------------------------------------------------------
+
+
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[int]:
+    """The GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else nvidia-smi.
+
+    ``CUDA_VISIBLE_DEVICES=""`` means no GPU. Non-numeric entries (GPU UUIDs, MIG names) are
+    refused with a clear error, since a slot pins its GPU by index.
+    """
+    env = os.environ if env is None else env
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is not None:
+        items = [x.strip() for x in raw.split(",") if x.strip()]
+        ids: list[int] = []
+        for item in items:
+            if not item.isdigit():
+                raise ExecutorError(f"CUDA_VISIBLE_DEVICES={raw!r}: entry {item!r} is not a "
+                                    "GPU index; slots = \"auto\" pins GPUs by index (e.g. 0,1)")
+            ids.append(int(item))
+        return ids
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExecutorError(f"nvidia-smi could not list the GPUs: {exc}") from None
+    if out.returncode != 0:
+        raise ExecutorError(f"nvidia-smi could not list the GPUs (exit {out.returncode}): "
+                            f"{out.stderr.strip()[:200]}")
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+
+
+def cpu_share(n_slots: int, cores: int | None = None) -> list[tuple[int, ...]]:
+    """An equal, disjoint share of the host's cores for each of ``n_slots`` slots."""
+    avail = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if cores is not None:
+        avail = list(range(cores))
+    if not avail:
+        avail = list(range(os.cpu_count() or 1))
+    per = max(1, len(avail) // max(1, n_slots))
+    shares = []
+    for i in range(n_slots):
+        chunk = avail[i * per:(i + 1) * per] or [avail[i % len(avail)]]
+        shares.append(tuple(chunk))
+    return shares
+
+
+def thread_env(cpus: Sequence[int]) -> dict[str, str]:
+    """Thread-count variables that keep a benchmark inside its slot's CPU share."""
+    n = str(max(1, len(cpus)))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "ASSAY_SLOT_CPUS":
+            ",".join(str(c) for c in cpus)}
+
+
+# -- slots --------------------------------------------------------------------------------
+
+
+def local_slots(target: Target, env: Mapping[str, str] | None = None) -> list[Slot]:
+    """The local executor's slots: per platform, per GPU (``slots = "auto"``), or ``s0..``."""
+    from .model import Slot
+
+    if target.platforms:
+        local = [p for p in target.platforms if p.kind == "local"]
+        slots: list[Slot] = []
+        for p in local:
+            for i in range(p.slots):
+                slots.append(Slot(name=f"{p.name}-{i}", platform=p.name,
+                                  env=tuple(sorted(p.env.items()))))
+        shares = cpu_share(len(slots))
+        return [Slot(s.name, s.gpus, s.host, s.platform,
+                     tuple(sorted({**dict(s.env), **thread_env(c)}.items())))
+                for s, c in zip(slots, shares, strict=True)]
+    if target.run.auto_gpus:
+        ids = visible_gpus(env)
+        if not ids:
+            raise ExecutorError(
+                "[run] slots = \"auto\" found no GPU: CUDA_VISIBLE_DEVICES is unset or empty "
+                "and nvidia-smi lists none; set [run] slots to a number for CPU slots")
+        shares = cpu_share(len(ids))
+        return [Slot(name=f"gpu{g}", gpus=(g,), env=tuple(sorted(thread_env(c).items())))
+                for g, c in zip(ids, shares, strict=True)]
+    gpus = target.run.gpus
+    return [Slot(name=f"s{i}", gpus=gpus[i] if gpus else ()) for i in range(target.run.slots)]
+
+
+# -- executors ----------------------------------------------------------------------------
+
+
+def build_executor(target: Target, ws: Workspace) -> Executor:
+    """One executor per declared platform, behind a :class:`PlatformExecutor`.
+
+    A local platform gets its own local slots; a Ray platform gets the nodes of the Ray
+    cluster (``[executor.ray]``) that carry its resource; a SkyPilot platform gets a pool of
+    its own (``[executor.skypilot]`` with the platform's ``sky`` keys over it). One driver
+    talks to one Ray cluster, so at most one platform may be a Ray or SkyPilot one.
+    """
+    from .executors.base import Executor as _Executor
+    from .executors.local import LocalExecutor
+    from .executors.platforms import PlatformExecutor
+
+    remote = [p for p in target.platforms if p.kind != "local"]
+    if len(remote) > 1:
+        raise ExecutorError(
+            f"platforms {', '.join(p.name for p in remote)} each need a Ray cluster of their "
+            "own, and one run talks to one cluster; make all but one of them local, or run "
+            "one assay per remote platform")
+    slots = local_slots(target)
+    children: dict[str, _Executor] = {}
+    for p in target.platforms:
+        if p.kind == "local":
+            mine = [s for s in slots if s.platform == p.name]
+            children[p.name] = LocalExecutor(target, ws, slots=mine)
+        elif p.kind == "ray":
+            from .executors.ray import RayConfig, RayExecutor
+
+            rcfg = dataclasses.replace(RayConfig.from_target(target),
+                                       slot_resource=p.ray_resource, min_slots=p.slots)
+            children[p.name] = RayExecutor(target, ws, rcfg)
+        else:
+            from .executors.ray import RayConfig
+            from .executors.skypilot import SkyPilotExecutor, SkyPilotLauncher, platform_pool
+
+            cfg = platform_pool(target, p)
+            rcfg = dataclasses.replace(RayConfig.from_target(target),
+                                       slot_resource=cfg.slot_resource)
+            children[p.name] = SkyPilotExecutor(target, ws, cfg, SkyPilotLauncher(cfg), rcfg)
+    return PlatformExecutor(children)
