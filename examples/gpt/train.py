@@ -22,17 +22,20 @@ import torch.nn.functional as F  # noqa: E402
 # --- knobs ------------------------------------------------------------------------------
 PRESET = "default"  # "default" or "tiny" (the environment's GPT_PRESET wins)
 TIME_BUDGET = 300.0  # seconds of training, compile steps excluded
-TOTAL_BATCH_SIZE = 2**19  # tokens per optimizer step
-DEVICE_BATCH_SIZE = 32  # sequences per forward/backward (gradient accumulation fills up)
-DEPTH = 6  # transformer blocks
-MODEL_DIM = 2048  # width, rounded up to a multiple of HEAD_DIM
+TOTAL_BATCH_SIZE = 2**18  # tokens per optimizer step
+DEVICE_BATCH_SIZE = 64  # sequences per forward/backward (gradient accumulation fills up)
+DEPTH = 8  # transformer blocks
+MODEL_DIM = 512  # width, rounded up to a multiple of HEAD_DIM
 HEAD_DIM = 128
+VALUE_EMBEDS = True  # per-token value embeddings mixed into every other layer's values
 LR_MULT = 1.0  # multiplies every learning rate below
-MATRIX_LR = 0.02  # Muon, for the blocks' weight matrices
-EMBED_LR = 0.3  # Adam, token embedding
-HEAD_LR = 0.004  # Adam, output layer
+MATRIX_LR = 0.04  # Muon, for the blocks' weight matrices
+EMBED_LR = 0.6  # Adam, token and value embeddings (scaled by (768 / width) ** 0.5)
+HEAD_LR = 0.004  # Adam, output layer (same width scaling)
+SCALAR_LR = 0.5  # Adam, the per-layer residual mixing scalars
+WEIGHT_DECAY = 0.2  # Muon's sign-masked weight decay, falling linearly to zero
 WARMUP_FRAC = 0.0  # share of the budget spent warming the learning rate up
-WARMDOWN_FRAC = 0.4  # share of the budget at the end spent decaying it to zero
+WARMDOWN_FRAC = 0.5  # share of the budget at the end spent decaying it to zero
 LOGIT_CAP = 15.0
 COMPILE = "full"  # "none", "optimizer" (the fused optimizer steps only) or "full"
 ATTENTION = "auto"  # "auto", "cudnn", "flash", "efficient" or "math"
@@ -104,18 +107,32 @@ def norm(x: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, (x.size(-1),))
 
 
+def has_value_embed(layer: int, depth: int) -> bool:
+    """Every other layer, counted from the last one (which always has one)."""
+    return VALUE_EMBEDS and (depth - 1 - layer) % 2 == 0
+
+
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, head_dim: int) -> None:
+    GATE_IN = 32  # channels of the input that set the value-embedding gate
+
+    def __init__(self, dim: int, heads: int, head_dim: int, value_embed: bool) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, head_dim
         self.qkv = nn.Linear(dim, 3 * heads * head_dim, bias=False)
         self.proj = nn.Linear(heads * head_dim, dim, bias=False)
         self.fc = nn.Linear(dim, 4 * dim, bias=False)
         self.out = nn.Linear(4 * dim, dim, bias=False)
+        self.gate = nn.Linear(min(self.GATE_IN, dim), heads, bias=False) if value_embed else None
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ve: torch.Tensor | None, cos: torch.Tensor,
+                sin: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = self.qkv(norm(x)).view(b, t, 3, self.heads, self.head_dim).unbind(2)
+        h = norm(x)
+        q, k, v = self.qkv(h).view(b, t, 3, self.heads, self.head_dim).unbind(2)
+        if ve is not None and self.gate is not None:
+            # a per-head gate in (0, 2), 1 at initialisation
+            g = 2.0 * torch.sigmoid(self.gate(h[..., :self.gate.in_features]))
+            v = v + (g.unsqueeze(-1) * ve.view(b, t, self.heads, self.head_dim)).to(v.dtype)
         q, k = norm(apply_rotary(q, cos, sin)), norm(apply_rotary(k, cos, sin))
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                            v.transpose(1, 2), is_causal=True)
@@ -127,8 +144,15 @@ class GPT(nn.Module):
     def __init__(self, vocab: int, dim: int, depth: int, head_dim: int, seq_len: int) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(Block(dim, dim // head_dim, head_dim) for _ in range(depth))
+        flags = [has_value_embed(i, depth) for i in range(depth)]
+        self.blocks = nn.ModuleList(Block(dim, dim // head_dim, head_dim, f) for f in flags)
+        # value embeddings, keyed by the layer that reads them
+        self.values = nn.ModuleDict({str(i): nn.Embedding(vocab, dim)
+                                     for i, f in enumerate(flags) if f})
         self.head = nn.Linear(dim, vocab, bias=False)
+        # each block's input: keep * stream + skip * (normed embedding)
+        self.keep = nn.Parameter(torch.ones(depth))
+        self.skip = nn.Parameter(torch.zeros(depth))
         self.seq_len = seq_len
         cos, sin = rotary(seq_len, head_dim, self.embed.weight.device)
         self.register_buffer("cos", cos, persistent=False)
@@ -138,13 +162,20 @@ class GPT(nn.Module):
     def init_weights(self) -> None:
         nn.init.normal_(self.embed.weight, std=1.0)
         nn.init.normal_(self.head.weight, std=0.001)
+        bound = math.sqrt(3.0 / self.embed.embedding_dim)
         for blk in self.blocks:
             assert isinstance(blk, Block)
-            bound = math.sqrt(3.0 / blk.qkv.in_features)
             for lin in (blk.qkv, blk.fc):
                 nn.init.uniform_(lin.weight, -bound, bound)
             nn.init.zeros_(blk.proj.weight)
             nn.init.zeros_(blk.out.weight)
+            if blk.gate is not None:
+                nn.init.zeros_(blk.gate.weight)
+        for emb in self.values.values():
+            assert isinstance(emb, nn.Embedding)
+            nn.init.uniform_(emb.weight, -bound, bound)
+        self.keep.fill_(1.0)
+        self.skip.fill_(0.1)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
                 ) -> torch.Tensor:
@@ -152,9 +183,12 @@ class GPT(nn.Module):
         inside the model lets a compiled model fuse it with the output layer)."""
         t = idx.size(1)
         cos, sin = self.cos[:, :t], self.sin[:, :t]
-        x = norm(self.embed(idx))
-        for blk in self.blocks:
-            x = blk(x, cos, sin)
+        x = x0 = norm(self.embed(idx))
+        for i, blk in enumerate(self.blocks):
+            x = self.keep[i] * x + self.skip[i] * x0
+            key = str(i)
+            ve = self.values[key](idx) if key in self.values else None
+            x = blk(x, ve, cos, sin)
         logits = self.head(norm(x)).float()
         logits = LOGIT_CAP * torch.tanh(logits / LOGIT_CAP)
         if targets is None:
@@ -162,10 +196,13 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     def matmul_params(self) -> int:
-        return sum(p.numel() for n, p in self.named_parameters() if not n.startswith("embed"))
+        """Weights that multiply activations: the blocks and the output layer (not the
+        embedding tables, which are looked up, nor the mixing scalars)."""
+        return sum(p.numel() for n, p in self.named_parameters()
+                   if n.startswith(("blocks.", "head.")))
 
 
-# --- optimizers: steps take learning rates as tensors, so a schedule never recompiles ----
+# --- optimizers: steps take their hyperparameters as tensors, so schedules never recompile
 
 
 def zeropower(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
@@ -183,14 +220,26 @@ def zeropower(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
 
 
 def muon_step(params: list[torch.Tensor], grads: list[torch.Tensor], buf: torch.Tensor,
-              lr: torch.Tensor, momentum: float = 0.95) -> None:
+              second: torch.Tensor, lr: torch.Tensor, momentum: torch.Tensor,
+              decay: torch.Tensor, beta2: float = 0.95) -> None:
+    """Nesterov momentum, orthogonalised; then each output row (or column, for wide
+    matrices) is rescaled by a running RMS of its own updates, keeping the update's
+    overall norm; decay applies only where update and weight agree in sign."""
     g = torch.stack(grads)
+    w = torch.stack(params)
     buf.lerp_(g, 1 - momentum)
-    update = zeropower(g.lerp(buf, momentum))
+    update = zeropower(g.lerp(buf, momentum)).float()
     rows, cols = g.shape[-2:]
-    update = update * max(1.0, rows / cols) ** 0.5
-    new = torch.stack(params) - lr * update.to(g.dtype)
-    torch._foreach_copy_(params, list(new.unbind(0)))
+    axis = -1 if rows >= cols else -2
+    ms = update.square().mean(dim=axis, keepdim=True)
+    second.lerp_(ms, 1 - beta2)
+    scaled = update * second.clamp_min(1e-10).rsqrt()
+    ratio = update.norm(dim=(-2, -1), keepdim=True) / scaled.norm(
+        dim=(-2, -1), keepdim=True).clamp_min(1e-10)
+    update = scaled * ratio * max(1.0, rows / cols) ** 0.5
+    agree = (update * w) >= 0
+    new = w - lr * (update + decay * w * agree)
+    torch._foreach_copy_(params, list(new.to(g.dtype).unbind(0)))
 
 
 def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor],
@@ -206,6 +255,8 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor],
 
 
 class Optimizer:
+    """Muon for the blocks' matrices, Adam for embeddings, output layer and scalars."""
+
     def __init__(self, model: GPT, compiled: bool) -> None:
         dev = model.embed.weight.device
         matrices = [p for p in model.blocks.parameters() if p.ndim == 2]
@@ -213,32 +264,44 @@ class Optimizer:
         for p in matrices:
             self.groups.setdefault(tuple(p.shape), []).append(p)
         self.bufs = {s: torch.zeros(len(ps), *s, device=dev) for s, ps in self.groups.items()}
-        self.adam = [(model.embed.weight, EMBED_LR), (model.head.weight, HEAD_LR)]
-        self.m = [torch.zeros_like(p) for p, _ in self.adam]
-        self.v = [torch.zeros_like(p) for p, _ in self.adam]
+        self.second = {s: torch.zeros(len(ps), *((s[0], 1) if s[0] >= s[1] else (1, s[1])),
+                                      device=dev) for s, ps in self.groups.items()}
+        width = (768 / model.embed.embedding_dim) ** 0.5
+        self.adam: list[tuple[list[nn.Parameter], str, float, float]] = [
+            ([model.embed.weight, *model.values.parameters()], "embed", EMBED_LR * width, 0.8),
+            ([model.head.weight], "head", HEAD_LR * width, 0.8),
+            ([model.keep], "keep", SCALAR_LR * 0.01, 0.8),
+            ([model.skip], "skip", SCALAR_LR, 0.96),
+        ]
+        self.m = [[torch.zeros_like(p) for p in ps] for ps, *_ in self.adam]
+        self.v = [[torch.zeros_like(p) for p in ps] for ps, *_ in self.adam]
         self.step_t = torch.zeros((), device=dev)
-        self.lr_t = {name: torch.zeros((), device=dev) for name in ("matrix", "embed", "head")}
+        names = ["matrix", "momentum", "decay"] + [name for _, name, *_ in self.adam]
+        self.t = {name: torch.zeros((), device=dev) for name in names}
         self.muon = torch.compile(muon_step, dynamic=False) if compiled else muon_step
         self.adam_fn = torch.compile(adam_step, dynamic=False) if compiled else adam_step
 
-    def step(self, scale: float) -> None:
+    def step(self, scale: float, step: int, progress: float) -> None:
         self.step_t.add_(1)
-        self.lr_t["matrix"].fill_(MATRIX_LR * LR_MULT * scale)
-        self.lr_t["embed"].fill_(EMBED_LR * LR_MULT * scale)
-        self.lr_t["head"].fill_(HEAD_LR * LR_MULT * scale)
+        self.t["matrix"].fill_(MATRIX_LR * LR_MULT * scale)
+        self.t["momentum"].fill_(0.85 + 0.10 * min(step / 300, 1.0))
+        self.t["decay"].fill_(WEIGHT_DECAY * (1.0 - progress))
         for shape, ps in self.groups.items():
             self.muon([p.data for p in ps], [p.grad for p in ps],  # type: ignore[misc]
-                      self.bufs[shape], self.lr_t["matrix"])
-        for (p, _), m, v, key in zip(self.adam, self.m, self.v, ("embed", "head"), strict=True):
-            self.adam_fn([p.data], [p.grad], [m], [v], self.step_t,  # type: ignore[list-item]
-                         self.lr_t[key])
+                      self.bufs[shape], self.second[shape], self.t["matrix"],
+                      self.t["momentum"], self.t["decay"])
+        for (ps, name, lr, beta1), m, v in zip(self.adam, self.m, self.v, strict=True):
+            self.t[name].fill_(lr * LR_MULT * scale)
+            self.adam_fn([p.data for p in ps], [p.grad for p in ps],  # type: ignore[misc]
+                         m, v, self.step_t, self.t[name], beta1)
 
     def zero_grad(self) -> None:
         for ps in self.groups.values():
             for p in ps:
                 p.grad = None
-        for p, _ in self.adam:
-            p.grad = None
+        for ps, *_ in self.adam:
+            for p in ps:
+                p.grad = None
 
 
 def lr_scale(progress: float) -> float:
@@ -306,17 +369,19 @@ def main() -> None:
 
     guard = prepare.FailFast(data.vocab_size)
     warm_steps = 2 if COMPILE != "none" else 1  # steps that compile are not timed
+    # The GPU is synchronised once every `window` steps, not every step: the losses of a
+    # window are read together, and its wall time is shared among its steps.
+    window = 10 if cuda else 1
     step = 0
     trained = 0.0  # seconds counted against the budget
     timed_tokens = 0
+    step_seconds = 0.0  # mean over the last window, to place the schedule between reads
+    pending: list[torch.Tensor] = []
     warned_slow = False
     graphs_after_warmup = 0
-    t_loop = time.time()
+    t_loop = t_mark = time.time()
     while True:
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.time()
-        progress = min(trained / TIME_BUDGET, 1.0)
+        progress = min((trained + len(pending) * step_seconds) / TIME_BUDGET, 1.0)
         loss_sum = torch.zeros((), device=device)
         for _ in range(accum):
             x, y = data.next_batch(DEVICE_BATCH_SIZE, seq_len)
@@ -324,26 +389,36 @@ def main() -> None:
                 loss = fwd(x, y)
             (loss / accum).backward()
             loss_sum += loss.detach()
-        opt.step(lr_scale(progress))
+        opt.step(lr_scale(progress), step, progress)
         opt.zero_grad()
-        loss_value = float(loss_sum.item()) / accum  # synchronizes
-        dt = time.time() - t0
-        guard.check(step, loss_value)
+        pending.append(loss_sum / accum)
         step += 1
         if step <= warm_steps:
+            guard.check(step - 1, float(pending.pop().item()))  # synchronizes
             if step == warm_steps:
                 graphs_after_warmup = graphs_compiled()
                 print(f"warm-up: {time.time() - T_START:.1f}s from start to first timed step")
+                t_mark = time.time()
             continue
-        trained += dt
-        timed_tokens += TOTAL_BATCH_SIZE
-        if step % 20 == 0 or trained >= TIME_BUDGET:
-            tps = timed_tokens / trained
-            print(f"step {step:5d} | loss {loss_value:.4f} | {tps / 1e6:.3f}M tok/s | "
-                  f"mfu {prepare.mfu_text(fpt * tps, acc)} | {trained:.0f}/{TIME_BUDGET:.0f}s "
-                  f"| epoch {data.epochs:.2f}", flush=True)
-        if not warned_slow and step == warm_steps + 10 and acc.peak:
-            mfu = fpt * timed_tokens / trained / acc.peak
+        due = trained + (len(pending) + 1) * step_seconds >= TIME_BUDGET
+        if len(pending) < window and not due:
+            continue
+        values = torch.stack(pending).tolist()  # synchronizes
+        now = time.time()
+        step_seconds = (now - t_mark) / len(values)
+        trained += now - t_mark
+        t_mark = now
+        for i, value in enumerate(values):
+            guard.check(step - len(values) + i, value)
+        timed_tokens += len(values) * TOTAL_BATCH_SIZE
+        pending.clear()
+        loss_value = values[-1]
+        tps = timed_tokens / trained
+        print(f"step {step:5d} | loss {loss_value:.4f} | {tps:.0f} tok/s | "
+              f"mfu {prepare.mfu_text(fpt * tps, acc)} | {trained:.0f}/{TIME_BUDGET:.0f}s "
+              f"| epoch {data.epochs:.2f}", flush=True)
+        if not warned_slow and step >= warm_steps + 10 and acc.peak:
+            mfu = fpt * tps / acc.peak
             if mfu < 0.2:
                 warned_slow = True
                 print(f"warning: throughput is {100 * mfu:.1f}% of this GPU's peak; expect "

@@ -176,9 +176,9 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     journal = open_journal(target, readonly=True)
     try:
         exps = journal.experiments()
-        p = progress(exps)
-        inc = journal.incumbent()
         cal = journal.get_meta("calibration")
+        p = progress(exps, (cal or {}).get("baseline"))
+        inc = journal.incumbent()
         return {
             "metric": target.metric.name, "direction": target.metric.direction.value,
             "unit": target.metric.unit, "experiments": len(exps), "counts": p.counts,

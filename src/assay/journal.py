@@ -423,17 +423,21 @@ class Journal:
 
     def recent_incumbent_values(self, slot: str, metric: str, commit: str, limit: int = 8,
                                 exclude_experiment: str | None = None) -> tuple[float, ...]:
-        """The slot's latest incumbent measurements of ``metric`` at ``commit`` (newest last).
+        """The slot's latest measurements of the tree at ``commit`` (newest last): its A
+        runs, both sides of its A/A calibration blocks, and, when ``commit`` was kept from a
+        candidate, that candidate's own runs (the same tree, measured before the keep).
 
         ``exclude_experiment`` leaves out that experiment's own A runs (they are already in
         its pairs).
         """
         rows = self.conn.execute(
             "SELECT r.metrics FROM runs r JOIN blocks b ON r.block_id = b.id"
-            " WHERE r.role = 'A' AND r.status = 'ok' AND r.worker = ?"
-            " AND b.inc_commit = ? AND r.experiment_id != ?"
+            " WHERE r.status = 'ok' AND r.worker = ? AND r.experiment_id != ?"
+            " AND ((b.inc_commit = ? AND (r.role = 'A' OR b.kind = 'aa'))"
+            "      OR (r.role = 'B' AND r.experiment_id IN (SELECT id FROM experiments"
+            "          WHERE commit_sha = ? AND state = 'kept')))"
             " ORDER BY r.created_at DESC, r.id DESC LIMIT ?",
-            (slot, commit, exclude_experiment or "", limit)).fetchall()
+            (slot, exclude_experiment or "", commit, commit, limit)).fetchall()
         vals = [json.loads(r[0]).get(metric) for r in rows]
         return tuple(float(v) for v in reversed(vals) if v is not None)
 

@@ -52,6 +52,7 @@ from .model import (
     as_pairs,
 )
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
+from .stats.expensive import CALIBRATION_PAIRS
 from .workspace import Workspace, check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
@@ -549,11 +550,15 @@ class Loop:
             return  # already queued (or resumed)
         inc = self.incumbent
         pairs = self.target.decision.pairs_per_block
+        nblocks = self.target.decision.aa_blocks
+        if self.target.decision.rule == "expensive":
+            # two incumbent runs per slot at most; they are the slot's first history
+            nblocks, pairs = 1, CALIBRATION_PAIRS
         for slot in self.executor.slots:
-            for _ in range(self.target.decision.aa_blocks):
+            for _ in range(nblocks):
                 self.journal.add_block(CAL, BlockKind.AA, order_for(NextBlock(pairs)), inc,
                                        prefer_slot=slot.name)
-        self.emit("calibrate", f"measuring noise: {self.target.decision.aa_blocks} A/A block(s) "
+        self.emit("calibrate", f"measuring noise: {nblocks} A/A block(s) "
                                f"on each of {len(self.executor.slots)} slot(s)")
 
     def _maybe_calibrate(self) -> None:
@@ -585,9 +590,13 @@ class Loop:
             self.fail(why)
             return
         cal = stats.calibrate(aa, self.target.decision, self.target.metric.direction)
+        base = [v for b in blocks for r in self.journal.runs(block_id=b["id"])
+                if r.status is RunStatus.OK
+                and isinstance(v := r.metrics.get(self.target.metric.name), (int, float))]
         self.journal.set_meta("calibration", {
             "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
-            "quarantined": dict(cal.quarantined), "message": cal.message})
+            "quarantined": dict(cal.quarantined), "message": cal.message,
+            "baseline": statistics.median(base) if base else None})
         for slot in self.executor.slots:
             q = slot.name in cal.quarantined
             self.journal.set_worker(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
@@ -688,7 +697,8 @@ class Loop:
         signal.signal(signal.SIGTERM, handler)
 
     def summary(self) -> Summary:
-        p = progress(self.journal.experiments())
+        cal = self.journal.get_meta("calibration") or {}
+        p = progress(self.journal.experiments(), cal.get("baseline"))
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
                        failed=self.failed)
@@ -699,12 +709,17 @@ class Progress:
     counts: dict[str, int]
     finished: int
     kept: list[Experiment]
-    baseline: float | None  # the incumbent's median in the first decided experiment
+    baseline: float | None  # the base commit's median: its calibration runs, else the
+    # incumbent's median in the first decided experiment
     best: float | None  # the last kept candidate's median (the baseline if none was kept)
 
 
-def progress(exps: Sequence[Experiment]) -> Progress:
-    """Counts by state, the kept experiments, the baseline and the best, from the journal."""
+def progress(exps: Sequence[Experiment], calibrated: float | None = None) -> Progress:
+    """Counts by state, the kept experiments, the baseline and the best, from the journal.
+
+    ``calibrated`` is the base commit's median over its calibration runs: when given it is
+    the baseline (under the expensive rule the first decided experiment may come after a
+    keep, so its incumbent is not the base commit)."""
     counts: dict[str, int] = {}
     for e in exps:
         counts[e.state.value] = counts.get(e.state.value, 0) + 1
@@ -712,6 +727,8 @@ def progress(exps: Sequence[Experiment]) -> Progress:
     first = next((e.decision for e in exps
                   if e.decision and "incumbent_value" in e.decision.details), None)
     baseline = float(first.details["incumbent_value"]) if first else None
+    if calibrated is not None:
+        baseline = float(calibrated)
     best = baseline
     if kept and kept[-1].decision and "candidate_value" in kept[-1].decision.details:
         best = float(kept[-1].decision.details["candidate_value"])

@@ -12,9 +12,11 @@ on slot ``s``; the run sd pools the incumbent history, the candidate runs and th
 calibrated noise. The same alpha-spending keep bound and futility margin as the
 sequential rule are applied with one look per run, so a candidate far from δ is decided
 from one or two runs and more are asked for only near δ. A keep is confirmed by one run on
-another slot. The history is shared by every look, which makes successive looks more
-correlated than the independent increments the boundaries assume; the boundaries then
-err on the conservative side.
+another slot. Calibration costs one A/A pair per slot (two incumbent runs, which become
+the slot's first history), and a kept candidate's own runs are its slot's history for the
+new incumbent (``Journal.recent_incumbent_values``). The history is shared by every
+look, which makes successive looks more correlated than the independent increments the
+boundaries assume; the boundaries then err on the conservative side.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from typing import Any
 from ..decision import DecisionContext, to_fraction
 from ..model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .bounds import bound_at, t_quantile_for
-from .screen import screen
+from .screen import SUSPICIOUS_K, screen
 from .sequential import MAX_CONFIRMATIONS, Estimate, _agrees, confirmation_state, prior_noise
 
 MIN_HISTORY = 2
+CALIBRATION_PAIRS = 1  # A/A pairs per slot under this rule: two incumbent runs, kept as history
+PLAUSIBLE = 0.5  # a one-run change up to this log-ratio (about +/-40 %) is not "implausible"
 
 
 def _alog(v: float) -> float | None:
@@ -71,13 +75,16 @@ class ExpensiveRule:
         sub = [pairs[i] for i in usable]
         amean = {s: math.fsum(v) / len(v) for s, v in alogs.items() if v}
         x = [sign * (math.log(p.b) - amean[p.slot]) for p in sub]
-        sd0, df0 = prior_noise(ctx)
+        sd0, _ = prior_noise(ctx)
+        df0 = sum(1 for v in ctx.noise.values() if math.isfinite(v) and v > 0) * CALIBRATION_PAIRS
         run0 = sd0 / math.sqrt(2)
         slot = pairs[-1].slot if pairs else None
         n_new_a = sum(1 for p in pairs if _alog(p.a) is not None)
         runs_used = len(pairs) + n_new_a
-        sc = screen(sub, x, run0 * math.sqrt(2) if run0 > 0 else 0.0, ctx.bounds,
-                    spec.max_pairs)
+        # The screen's unit is max(noise, δ, PLAUSIBLE / its factor): against the near-zero
+        # noise of a seeded GPU run, a clean gain of several δ is not implausible.
+        noise_unit = max(run0 * math.sqrt(2), math.log1p(ctx.delta), PLAUSIBLE / SUSPICIOUS_K)
+        sc = screen(sub, x, noise_unit, ctx.bounds, spec.max_pairs)
         n_compare = sum(1 for p in pairs if p.kind is BlockKind.COMPARE)
         details: dict[str, Any] = {
             "reruns": sc.reruns, "outliers": sc.outliers, "suspicious": sc.suspicious,
