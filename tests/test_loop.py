@@ -101,7 +101,7 @@ def _edit(root: Path, name: str, old: str, new: str) -> str:
 def test_bad_candidates_are_judged_without_keeping(tiny_target: TinyFactory) -> None:
     root = tiny_target(budget=4, pairs=2, extra='[proposer.queue]\npath = "patches"\n')
     crash = _edit(root, "work.py", "WORK = 200000", 'WORK = "x"')
-    protected = _edit(root, "bench.py", "import time", "import time; print('METRIC speed=1e12')")
+    protected = _edit(root, "bench.py", "import work", "import work; print('METRIC speed=1e12')")
     nometric = _edit(root, "work.py", "UNITS = 1000", "UNITS = float('nan')")
     _queue(root, {"1-crash.patch": ("crash it", crash),
                   "2-protected.patch": ("edit the benchmark", protected),

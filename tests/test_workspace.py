@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from assay import config
+from assay.config import parse
 from assay.errors import PatchError, WorkspaceError
 from assay.workspace import Workspace, check_scope, patch_paths, rewrite_assignment
 
-from .conftest import TinyFactory, git, patch_work
+from .conftest import TinyFactory, git, make_repo, patch_work
 
 
 def _ws(root: Path) -> Workspace:
@@ -23,15 +24,67 @@ def test_patch_paths_lists_every_file(tiny_target: TinyFactory) -> None:
     assert patch_paths(diff).paths == ("work.py",)
 
 
+HUNK = "@@ -1 +1 @@\n-a\n+b\n"
+
+
 @pytest.mark.parametrize("bad,needle", [
-    ("diff --git a/../x b/../x\n--- a/../x\n+++ b/../x\n", "escapes"),
-    ("--- /etc/passwd\n+++ /etc/passwd\n", "absolute"),
-    ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n", "symbolic link"),
-    ("diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n", ".git"),
+    ("diff --git a/../x b/../x\n--- a/../x\n+++ b/../x\n" + HUNK, "escapes"),
+    ("--- /etc/passwd\n+++ /etc/passwd\n" + HUNK, "absolute"),
+    ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n"
+     "+/etc/passwd\n\\ No newline at end of file\n", "symbolic link"),
+    ("diff --git a/l b/l\nindex 1111111..2222222 120000\n--- a/l\n+++ b/l\n" + HUNK,
+     "symbolic link"),
+    ("diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n" + HUNK,
+     ".git"),
+    ("not a patch at all\n", "git cannot read the patch"),
 ])
 def test_unsafe_paths_are_rejected(bad: str, needle: str) -> None:
     with pytest.raises(PatchError, match=needle):
         patch_paths(bad)
+
+
+def test_a_deleted_double_dash_comment_line_is_not_a_path(tmp_path: Path) -> None:
+    # Deleting the SQL/Lua line "-- cache the plan" makes the hunk line "--- cache the plan":
+    # git reads it as a removed line, not as a file header.
+    root = make_repo(tmp_path / "r", {"q.sql": "-- cache the plan\nselect 1;\n"})
+    (root / "q.sql").write_text("select 1;\n")
+    diff = git(root, "diff")
+    assert "\n--- cache the plan\n" in diff
+    assert patch_paths(diff).paths == ("q.sql",)
+    target = parse('[metric]\nname = "m"\n[commands]\nbench = "true"\n'
+                   '[scope]\neditable = ["*.sql"]\nprotected = ["bench.py"]\n', root)
+    assert check_scope(diff, target) == ("q.sql",)
+
+
+def test_a_quoted_utf8_path_is_unquoted_and_checked(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "r", {"données/table.csv": "a\n", "src/é.py": "x = 1\n"})
+    (root / "données" / "table.csv").write_text("b\n")
+    (root / "src" / "é.py").write_text("x = 2\n")
+    diff = git(root, "-c", "core.quotePath=true", "diff")
+    assert '"a/donn\\303\\251es/table.csv"' in diff  # git quotes the name
+    assert patch_paths(diff).paths == ("données/table.csv", "src/é.py")
+    target = parse('[metric]\nname = "m"\n[commands]\nbench = "true"\n'
+                   '[scope]\neditable = ["src/**", "données/**"]\nprotected = ["données/**"]\n',
+                   root)
+    with pytest.raises(PatchError, match=r"protected path 'données/table\.csv'"):
+        check_scope(diff, target)
+
+
+def test_a_rename_into_or_out_of_a_protected_file_is_rejected(tiny_target: TinyFactory) -> None:
+    root = tiny_target()
+    target = config.load(root)
+    into = ("diff --git a/work.py b/bench.py\nsimilarity index 100%\n"
+            "rename from work.py\nrename to bench.py\n")  # only headers: no hunk to hide in
+    assert set(patch_paths(into).paths) == {"work.py", "bench.py"}
+    with pytest.raises(PatchError, match=r"protected path 'bench\.py'"):
+        check_scope(into, target)
+    git(root, "mv", "bench.py", "timing.py")  # the benchmark renamed away, as git writes it
+    away = git(root, "diff", "--cached", "-M", "HEAD")
+    git(root, "reset", "-q", "--hard")
+    assert "rename from bench.py" in away
+    assert set(patch_paths(away).paths) == {"timing.py", "bench.py"}
+    with pytest.raises(PatchError, match=r"protected path 'bench\.py'"):
+        check_scope(away, target)
 
 
 def test_scope_rejects_protected_and_outside(tiny_target: TinyFactory) -> None:

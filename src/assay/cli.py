@@ -21,7 +21,7 @@ from .model import Experiment
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
                   no_args_is_help=True, add_completion=False)
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error (and the path in it) is never wrapped
 
 ROOT = typer.Option(Path("."), "--root", "-C", help="The repository (holding assay.toml).")
 CONFIG = typer.Option(None, "--config", help="Another config file than <root>/assay.toml.")

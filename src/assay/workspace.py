@@ -22,8 +22,10 @@ from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
 from .model import ParamValue
 
-_DIFF_PATH = re.compile(r"^(?:---|\+\+\+) (?:[ab]/)?(.+?)\s*$")
-_GIT_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+?)$")
+# Header lines (never hunk lines, which begin with " ", "+", "-" or "\\") that make or change
+# a symbolic link: a new link, a mode change to or from a link, an edit of a link's target.
+_SYMLINK = re.compile(r"^(?:new file mode|new mode|old mode) 120000\s*$"
+                      r"|^index [0-9a-f]+\.\.[0-9a-f]+ 120000\s*$", re.MULTILINE)
 
 
 def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
@@ -45,50 +47,80 @@ class PatchInfo:
     paths: tuple[str, ...]  # every path the patch creates, changes, renames or deletes
 
 
+def _numstat(patch: str, *flags: str) -> tuple[list[str], str]:
+    """The paths ``git apply --numstat -z`` reads from ``patch`` (and git's complaint, if any).
+
+    git parses the patch itself: hunk lines are never taken for headers, quoted names are
+    unquoted, and ``-z`` prints every name verbatim (UTF-8 included). It names one path per
+    file: the new one, or the old one for a deletion; ``-R`` (the patch reversed) gives the
+    old name of a rename or copy.
+    """
+    with tempfile.TemporaryDirectory(prefix="assay-patch-") as empty:  # outside any repo
+        proc = subprocess.run(["git", "apply", "--numstat", "-z", *flags, "-"], cwd=empty,
+                              input=patch.encode("utf-8", errors="surrogateescape"),
+                              capture_output=True,
+                              env={**os.environ, "GIT_DIR": os.devnull, "LC_ALL": "C"})
+    if proc.returncode != 0:
+        return [], proc.stderr.decode(errors="replace").strip()
+    names: list[str] = []
+    for record in proc.stdout.split(b"\0"):
+        if record:
+            name = record.split(b"\t", 2)[-1]  # "added<TAB>deleted<TAB>path"
+            names.append(name.decode("utf-8", errors="surrogateescape"))
+    return names, ""
+
+
 def patch_paths(patch: str) -> PatchInfo:
-    """The repository paths a unified/git diff touches; raises PatchError on unsafe ones."""
+    """The repository paths a unified/git diff touches, as git reads them.
+
+    Raises PatchError when git cannot read the patch, or on an unsafe path (absolute, with
+    ``..``, inside ``.git`` or ``.assay``) or a symbolic link.
+    """
+    text = patch if patch.endswith("\n") else patch + "\n"
+    new, problem = _numstat(text)
+    if problem:
+        raise PatchError(f"git cannot read the patch: {problem}; send a unified diff as "
+                         "`git diff` prints it (---/+++ headers and @@ hunks)")
+    old, _ = _numstat(text, "-R")
+    raw, _ = _numstat(text, "-p0")  # names as written, before git strips a/ and b/
+    for name in raw:
+        if name.startswith("/"):
+            raise PatchError(f"patch path {name!r} is absolute; patches must use paths "
+                             "relative to the repository root")
     paths: list[str] = []
-    for no, line in enumerate(patch.splitlines(), start=1):
-        m = _GIT_HEADER.match(line)
-        names: list[str] = []
-        if m:
-            names = [m.group(1), m.group(2)]
-        else:
-            m2 = _DIFF_PATH.match(line)
-            if m2 and m2.group(1) != "/dev/null":
-                names = [m2.group(1).split("\t")[0]]
-            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
-                names = [line.split(" ", 2)[2]]
-        for name in names:
-            _check_path(name, no)
-            if name not in paths:
-                paths.append(name)
-        if line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000")):
-            raise PatchError(f"patch line {no}: creates or changes a symbolic link; "
-                             "symlinks are not allowed in candidate patches")
+    for name in (*new, *old):
+        _check_path(name)
+        if name not in paths:
+            paths.append(name)
+    m = _SYMLINK.search(text)
+    if m:
+        line = text.count("\n", 0, m.start()) + 1
+        raise PatchError(f"patch line {line}: creates or changes a symbolic link; "
+                         "symlinks are not allowed in candidate patches")
     return PatchInfo(tuple(paths))
 
 
-def _check_path(name: str, line: int) -> None:
+def _check_path(name: str) -> None:
     if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
-        raise PatchError(f"patch line {line}: absolute path {name!r}; patches must use paths "
+        raise PatchError(f"patch path {name!r} is absolute; patches must use paths "
                          "relative to the repository root")
     parts = PurePosixPath(name).parts
     if ".." in parts:
-        raise PatchError(f"patch line {line}: path {name!r} escapes the repository with '..'")
+        raise PatchError(f"patch path {name!r} escapes the repository with '..'")
     if parts and parts[0] == ".git":
-        raise PatchError(f"patch line {line}: path {name!r} is inside .git")
+        raise PatchError(f"patch path {name!r} is inside .git")
     if parts and parts[0] == ".assay":
-        raise PatchError(f"patch line {line}: path {name!r} is inside assay's state folder")
+        raise PatchError(f"patch path {name!r} is inside assay's state folder")
 
 
 def check_scope(patch: str, target: Target) -> tuple[str, ...]:
     """Raise PatchError when the patch touches a protected path or leaves the editable scope."""
     info = patch_paths(patch)
-    for p in info.paths:
+    for p in info.paths:  # a protected path is named first, wherever it is in the patch
         if target.is_protected(p):
             raise PatchError(f"patch touches protected path {p!r}; the evaluator, checks, data "
                              "and config may not change")
+    for p in info.paths:
         if not target.is_editable(p):
             raise PatchError(f"patch touches {p!r}, outside the editable scope "
                              f"{list(target.editable)}")

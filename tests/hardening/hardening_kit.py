@@ -1,7 +1,8 @@
 """Shared helpers for the hardening suite: a tiny real target in a temporary git repo.
 
 The target: ``work.py`` (editable) holds ``SIZE = ...`` and does real work proportional to
-it; ``bench.py`` (protected) times that work and prints ``METRIC speed=<1/seconds>``. Every
+it; ``bench.py`` (protected) runs that work and prints ``METRIC speed=<1e9/SIZE>`` (times a
+bounded seeded jitter, never a timing). Every
 benchmark process appends its pid to the file named by ``$ASSAY_TEST_PIDS`` so tests can
 check that none outlives the loop.
 """
@@ -15,13 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.scripted import DRAW
+
 from assay.model import Candidate, Experiment
 from assay.proposers.base import ProposalContext, Proposer
 
-BENCH = """\
+# The work runs for real (runs take time and can be killed); the speed printed is scripted
+# from SIZE and a bounded seeded jitter (tests/scripted.py), never timed.
+BENCH = DRAW + """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.getcwd())
 pids = os.environ.get("ASSAY_TEST_PIDS")
@@ -30,10 +34,8 @@ if pids:
         fh.write(f"{os.getpid()}\\n")
 import work
 
-t0 = time.perf_counter()
 work.run(work.SIZE)
-dt = max(time.perf_counter() - t0, 1e-6)
-print(f"METRIC speed={1.0 / dt:.6f}")
+print(f"METRIC speed={1e9 / max(work.SIZE, 1) * draw():.6f}")
 """
 
 WORK = """\
@@ -209,7 +211,7 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def wait_dead(pids: list[int], timeout: float = 5.0) -> list[int]:
+def wait_dead(pids: list[int], timeout: float = 30.0) -> list[int]:
     deadline = time.monotonic() + timeout
     live = [p for p in pids if alive(p)]
     while live and time.monotonic() < deadline:

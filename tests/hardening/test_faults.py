@@ -100,8 +100,8 @@ BUDGET = len(ITEMS)
 
 POINTS = ("propose", "queue", "lease", "run", "record", "decide", "commit", "finish", "tx",
           "hook", "external")
-KILLS_WANTED = int(os.environ.get("ASSAY_FAULT_KILLS", "60"))
-TIME_CAP_S = float(os.environ.get("ASSAY_FAULT_SECONDS", "170"))
+KILLS_WANTED = int(os.environ.get("ASSAY_FAULT_KILLS", "50"))
+MAX_CYCLES = 4 * KILLS_WANTED  # a count, not a clock: a busy machine gets the same kills
 
 
 def hooks_config(tmp: Path) -> str:
@@ -321,7 +321,7 @@ def check_branch(repo: Repo, exps: dict[str, dict[str, Any]], meta: dict[str, st
     return out
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1800)
 def test_kill9_at_random_points_keeps_every_invariant(tmp_path: Path) -> None:
     seed = int(os.environ.get("ASSAY_FAULT_SEED", "20261130"))
     rng = random.Random(seed)
@@ -340,7 +340,7 @@ def test_kill9_at_random_points_keeps_every_invariant(tmp_path: Path) -> None:
     cycles = 0
     start = time.monotonic()
     errlog = tmp_path / "child-error.txt"
-    while sum(kills.values()) < KILLS_WANTED and time.monotonic() - start < TIME_CAP_S:
+    while sum(kills.values()) < KILLS_WANTED and cycles < MAX_CYCLES:
         point = POINTS[cycles % len(POINTS)]
         nth = rng.randint(1, {"tx": 30, "run": 8, "commit": 1}.get(point, 3))
         before = repo.bench_pids()
@@ -358,7 +358,7 @@ def test_kill9_at_random_points_keeps_every_invariant(tmp_path: Path) -> None:
             break
         # Every benchmark is dead: the current cycle's by PR_SET_PDEATHSIG at the kill,
         # earlier ones (had any survived) by the reaping of the restarted run.
-        live = wait_dead(repo.bench_pids() if repo.pids.exists() else before, timeout=3.0)
+        live = wait_dead(repo.bench_pids() if repo.pids.exists() else before)
         if live:
             violations.append(f"[{point}:{nth}] orphan benchmark processes alive: {live}")
 
@@ -366,7 +366,7 @@ def test_kill9_at_random_points_keeps_every_invariant(tmp_path: Path) -> None:
         api.run(r.root, budget=BUDGET, proposer_obj=ListProposer(ITEMS))
         violations += [f"[final {r.root.parent.name}] {v}" for v in check(r, final=True)]
         live = [p for p in r.bench_pids() if alive(p)]
-        if wait_dead(live, 3.0):
+        if wait_dead(live):
             violations.append(f"[final] orphan benchmark processes alive: {live}")
 
     total = sum(kills.values())
@@ -374,5 +374,5 @@ def test_kill9_at_random_points_keeps_every_invariant(tmp_path: Path) -> None:
           f"{len(rounds)} round(s), {time.monotonic() - start:.0f}s; by point: "
           f"{dict(sorted(kills.items()))}; invariant violations: {len(violations)}")
     assert not violations, "\n".join(violations[:40])
-    assert total >= min(KILLS_WANTED, 50), f"only {total} kills happened"
+    assert total >= KILLS_WANTED, f"only {total} kills happened in {cycles} cycles"
     assert len(kills) == len(POINTS), f"some fault points were never reached: {kills}"

@@ -54,7 +54,7 @@ def test_failing_and_hanging_hooks_are_reported_and_do_not_block(tmp_path: Path)
     summary = api.run(repo.root, budget=3, proposer_obj=ListProposer(ITEMS))
     took = time.monotonic() - t0
     assert summary.finished == 3
-    assert took < 25, f"the hooks held the loop for {took:.0f}s"
+    assert took < 75, f"the hooks held the loop for {took:.0f}s"  # 3 x 30 s if they blocked
     rows = {k: (s, code, out) for k, s, code, out in journal_rows(
         repo, "SELECT key, status, exit_code, output FROM hooks")}
     keep_rows = [v for k, v in rows.items() if k.startswith("on_keep:")]
@@ -64,7 +64,7 @@ def test_failing_and_hanging_hooks_are_reported_and_do_not_block(tmp_path: Path)
     assert len(exp_rows) == 3 and {v[0] for v in exp_rows} == {"timeout"}
     events = [m for (m,) in journal_rows(repo, "SELECT message FROM events WHERE kind='hook'")]
     assert any("exited 3" in m for m in events) and any("timed out" in m for m in events)
-    assert wait_dead(procs_under(repo.root), 5) == []  # the hanging hooks were killed
+    assert wait_dead(procs_under(repo.root)) == []  # the hanging hooks were killed
 
 
 def test_pending_and_owed_hooks_run_again_on_resume(tmp_path: Path) -> None:

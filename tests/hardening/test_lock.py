@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,9 @@ while time.time() < start:
 try:
     RunLock(Path(sys.argv[1])).acquire()
     print("won", flush=True)
-    time.sleep(1.5)
 except LockError:
     print("lost", flush=True)
+sys.stdin.read()  # the winner holds the lock until every racer has answered
 """
 
 
@@ -127,21 +128,34 @@ def test_racing_takers_exactly_one_wins(tmp_path: Path, stale_first: bool) -> No
                                     "heartbeat": time.time(), "started": time.time()}))
     start = time.time() + 1.5
     procs = [subprocess.Popen([sys.executable, "-c", RACER, str(path), str(start)],
-                              stdout=subprocess.PIPE, text=True) for _ in range(6)]
-    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    outs = [p.stdout.readline().strip() for p in procs if p.stdout is not None]
+    for p in procs:
+        p.communicate(timeout=60)
     assert sorted(outs) == ["lost"] * 5 + ["won"], outs
+
+
+def _wait(pred: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def test_heartbeat_moves_and_stops_after_a_takeover(tmp_path: Path) -> None:
     path = tmp_path / "run.lock"
     lk = RunLock(path, heartbeat_s=0.05).acquire()
     first = json.loads(path.read_text())["heartbeat"]
-    time.sleep(0.3)
-    assert json.loads(path.read_text())["heartbeat"] > first
-    # Another host takes it over (our heartbeat looked stale to it): we stop touching it.
+    assert _wait(lambda: json.loads(path.read_text())["heartbeat"] > first)
+    # Another host takes it over (our heartbeat looked stale to it), under the guard flock
+    # as a real taker does: from then on we stop touching it.
     other = {"pid": 4242, "host": "other", "heartbeat": time.time(), "started": time.time()}
-    path.write_text(json.dumps(other))
-    time.sleep(0.3)
+    with lk._guard():
+        path.write_text(json.dumps(other))
+    assert _wait(lambda: not lk.held)  # the heartbeat thread saw it and stopped
     lk.release()
     assert json.loads(path.read_text()) == other
 

@@ -38,7 +38,7 @@ def test_the_direct_child_dies_with_the_orchestrator(tmp_path: Path) -> None:
     assert alive(child)
     orch.send_signal(signal.SIGKILL)
     orch.wait()
-    assert wait_dead([child], 5) == []  # PR_SET_PDEATHSIG
+    assert wait_dead([child]) == []  # PR_SET_PDEATHSIG
 
 
 def test_grandchildren_and_escapees_are_reaped_by_token(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_grandchildren_and_escapees_are_reaped_by_token(tmp_path: Path) -> None:
     assert list(reg.glob("*.json"))
     killed = process.reap(reg)
     assert set(pids) <= set(killed)
-    assert wait_dead(pids, 5) == []
+    assert wait_dead(pids) == []
     assert not list(reg.glob("*.json"))
     assert process.reap(reg) == []  # nothing left: idempotent
 

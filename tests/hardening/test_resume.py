@@ -47,7 +47,7 @@ def test_orphans_of_a_killed_run_are_reaped_on_restart(repo: Repo, tmp_path: Pat
     assert any(alive(p) for p in pids), "the setup should leave orphans behind"
     with api.session(api.load(repo.root), proposer=ListProposer([])):
         pass  # taking the lock reaps what the dead run left
-    assert wait_dead(pids + left, 5) == []
+    assert wait_dead(pids + left) == []
     assert procs_under(repo.root) == []
     msgs = [m for (m,) in journal_rows(repo, "SELECT message FROM events")]
     assert any("took over a stale lock" in m for m in msgs)

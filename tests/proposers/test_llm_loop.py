@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from proposer_helpers import LLMServer, make_repo, sh
+from tests.scripted import DRAW
 
 from assay import api
 
@@ -17,20 +18,21 @@ UNITS = 1000
 
 def run():
     total = 0
-    for i in range(WORK):
+    for i in range(WORK * REPEAT):
         total += i % 7
     return total + 1
+
+
+REPEAT = 1  # far from WORK: an edit of each applies after the other was kept
 """
 
-BENCH = """\
-import time
+# The work runs for real; the speed is scripted from the loop's length (tests/scripted.py).
+BENCH = DRAW + """
 import work
 
-start = time.perf_counter()
 checksum = work.run()
-elapsed = time.perf_counter() - start
 assert checksum > 0
-print(f"METRIC speed={work.UNITS / elapsed:.3f}")
+print(f"METRIC speed={work.UNITS * 1e6 / (work.WORK * work.REPEAT) * draw():.3f}")
 """
 
 CONFIG = """\
@@ -80,8 +82,8 @@ def edit(hyp: str, new: str) -> str:
 FASTER = edit("do a tenth of the work", "100000")
 # a different hunk, so it still applies when the gain was kept first
 SLOWER = ("HYPOTHESIS: do four times the work\n\nwork.py\n<<<<<<< SEARCH\n"
-          "    return total + 1\n=======\n    for _ in range(3 * WORK):\n"
-          "        total += 0\n    return total + 1\n>>>>>>> REPLACE\n")
+          "REPEAT = 1  # far from WORK: an edit of each applies after the other was kept\n"
+          "=======\nREPEAT = 4\n>>>>>>> REPLACE\n")
 OUT_OF_SCOPE = ("HYPOTHESIS: make the benchmark report more\n\nbench.py\n<<<<<<< SEARCH\n"
                 "checksum = work.run()\n=======\nchecksum = 1\n>>>>>>> REPLACE\n")
 
