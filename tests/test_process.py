@@ -6,8 +6,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from assay.config import EnvSpec, LimitSpec
-from assay.process import CancelToken, run, scrubbed_env
+from assay.process import CancelToken, mount_isolation_available, run, scrubbed_env
 
 
 def _alive(pid: int) -> bool:
@@ -77,3 +79,57 @@ def test_memory_limit_applies(tmp_path: Path) -> None:
             env={"PATH": os.environ["PATH"]}, timeout_s=30, stdout_path=tmp_path / "o",
             stderr_path=tmp_path / "e", limits=LimitSpec(memory_mb=300))
     assert r.exit_code != 0 and "MemoryError" in r.stderr
+
+
+def test_cpu_limit_applies(tmp_path: Path) -> None:
+    import sys
+
+    r = run(f"{sys.executable} -c \"while True: pass\"", cwd=tmp_path,
+            env={"PATH": os.environ["PATH"]}, timeout_s=120, stdout_path=tmp_path / "o",
+            stderr_path=tmp_path / "e", limits=LimitSpec(cpu_s=1))
+    assert not r.timed_out  # ended by RLIMIT_CPU (SIGXCPU), long before the wall clock
+    assert r.exit_code is not None and r.exit_code != 0
+
+
+def test_limits_are_set_by_a_wrapper_and_hold_in_threads(tmp_path: Path) -> None:
+    # No preexec_fn: every command of a threaded caller gets its own limits, set by the
+    # wrapper process (the command reads them back from /proc/self/limits).
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> str:
+        r = run("grep -E 'Max (address space|cpu time)' /proc/self/limits", cwd=tmp_path,
+                env={"PATH": os.environ["PATH"]}, timeout_s=120,
+                stdout_path=tmp_path / f"o{i}", stderr_path=tmp_path / f"e{i}",
+                limits=LimitSpec(memory_mb=200 + i, cpu_s=30 + i))
+        assert r.exit_code == 0, r.stderr
+        return r.stdout
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outs = list(pool.map(one, range(6)))
+    for i, out in enumerate(outs):
+        cpu = next(ln for ln in out.splitlines() if "cpu time" in ln).split()
+        mem = next(ln for ln in out.splitlines() if "address space" in ln).split()
+        assert cpu[3] == str(30 + i) and cpu[4] == str(35 + i), out
+        assert mem[3] == str((200 + i) * 1024 * 1024), out
+
+
+def test_hidden_paths_are_covered_and_other_processes_invisible(tmp_path: Path) -> None:
+    ok, why = mount_isolation_available()
+    if not ok:
+        pytest.skip(why)
+    secret = tmp_path / "state"
+    secret.mkdir()
+    (secret / "journal.sqlite").write_text("holdout 0.123")
+    single = tmp_path / "holdout.py"
+    single.write_text("print('holdout')")
+    work = tmp_path / "work"
+    work.mkdir()
+    r = run(f"cat {secret}/journal.sqlite; cat {single}; ls {secret}; echo procs "
+            f"$(ls /proc | grep -c '^[0-9]'); cat /proc/{os.getpid()}/cmdline; echo end",
+            cwd=work, env={"PATH": os.environ["PATH"]}, timeout_s=60,
+            stdout_path=tmp_path / "o", stderr_path=tmp_path / "e", hide=[secret, single])
+    assert "holdout" not in r.stdout and "0.123" not in r.stdout, r.stdout
+    procs = int(r.stdout.split("procs ")[1].split()[0])
+    assert procs < 10, r.stdout  # its own few processes, not this machine's
+    assert r.stdout.rstrip().endswith("end")
+    assert (secret / "journal.sqlite").read_text() == "holdout 0.123"  # untouched outside

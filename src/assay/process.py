@@ -4,28 +4,30 @@ What it does: a fresh process group (``start_new_session``), a hard wall-clock t
 that kills the WHOLE group (SIGTERM, then SIGKILL after a grace period), a kill of any
 process the command left behind when it exits, an environment built only from an
 allowlist, optional memory (RLIMIT_AS) and CPU-time (RLIMIT_CPU) limits, optional no-network
-runs through ``unshare -rn``, and stdout/stderr written to files.
+runs through ``unshare -rn``, optional hidden paths (a mount namespace), and stdout/stderr
+written to files. Limits are set by a small wrapper process that then execs the command
+(never a ``preexec_fn``, which is unsafe in a threaded program).
 
-Crash safety: the direct child gets ``PR_SET_PDEATHSIG`` (SIGKILL when the orchestrator
-thread that started it dies, Linux only), and every command started under a target's state
-folder is recorded in ``.assay/procs/`` with a random token placed in its environment. When
-the orchestrator is killed (``kill -9``), the next run calls :func:`reap` while holding the
+Crash safety: the direct child (the wrapper) sets ``PR_SET_PDEATHSIG`` (SIGKILL when the
+orchestrator thread that started it dies, Linux only), and every command started under a
+target's state folder is recorded in ``.assay/procs/`` with a random token placed in its
+environment. When the orchestrator is killed (``kill -9``), the next run calls :func:`reap`
+while holding the
 run lock: every process still carrying a recorded token is killed, so nothing a dead run
 started keeps running (or keeps loading the machine) after a restart.
 
 What it does NOT protect against: a process that escapes its group with ``setsid`` and
 double-forks while the orchestrator is alive (it outlives the kill until the next
-:func:`reap`), one that also scrubs its environment, reads of files outside the worktree, or
-filesystem writes outside it. Treat the benchmark as semi-trusted code you chose to run.
+:func:`reap`), one that also scrubs its environment, reads of files outside the worktree
+(other than the ``hide`` paths), or filesystem writes outside it. Treat the benchmark as
+semi-trusted code you chose to run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
-import resource
 import secrets
 import shutil
 import signal
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +45,6 @@ from .errors import ExecutorError
 GRACE_S = 2.0
 TOKEN_VAR = "ASSAY_PROC_TOKEN"
 PROCS_DIR = "procs"
-_PR_SET_PDEATHSIG = 1
-
-try:  # loaded before any fork: the child only calls into it
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True) \
-        if sys.platform.startswith("linux") else None
-except OSError:  # pragma: no cover - exotic libc
-    _LIBC = None
 
 
 @dataclass(frozen=True)
@@ -146,24 +141,84 @@ def network_isolation_available() -> tuple[bool, str]:
     return True, "unshare -rn"
 
 
-def _preexec(limits: LimitSpec | None, parent: int) -> Callable[[], None]:
-    """What the child does before exec: die with its parent, then apply the rlimits."""
-    memory = limits.memory_mb if limits is not None else None
-    cpu = limits.cpu_s if limits is not None else None
-    libc = _LIBC
+_MOUNT_OK: bool | None = None
 
-    def apply() -> None:  # runs in the child before exec
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != parent:  # the parent died before prctl took effect
-                os._exit(137)
-        if memory is not None:
-            size = memory * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (size, size))
-        if cpu is not None:
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
-    return apply
+def mount_isolation_available() -> tuple[bool, str]:
+    """Whether a private mount and PID namespace (``unshare -rm --pid``) works here."""
+    global _MOUNT_OK
+    exe = shutil.which("unshare")
+    if exe is None or shutil.which("mount") is None:
+        return False, "the `unshare` and `mount` programs are not installed (util-linux)"
+    if _MOUNT_OK is None:
+        try:
+            r = subprocess.run([exe, "-rm", "--pid", "--fork", "--kill-child", "--mount-proc",
+                                "sh", "-c", "mount -t tmpfs -o size=64k assay-hidden /mnt"
+                                " 2>/dev/null || mount -t tmpfs -o size=64k assay-hidden /tmp"],
+                               capture_output=True, timeout=10)
+            _MOUNT_OK = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _MOUNT_OK = False
+    if not _MOUNT_OK:
+        return False, "this machine does not allow unprivileged mount namespaces"
+    return True, "unshare -rm --pid"
+
+
+# The wrapper between the orchestrator and the command: it asks to die with its parent
+# (PR_SET_PDEATHSIG, Linux), sets the resource limits, then execs the command. Doing this in
+# a process of its own, not in a ``preexec_fn``, is safe when the orchestrator runs threads.
+_WRAPPER = """\
+import os, resource, signal, sys
+parent, memory, cpu = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+if sys.platform.startswith("linux"):
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(137)
+if memory > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+if cpu > 0:
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+os.execvp(sys.argv[4], sys.argv[4:])
+"""
+
+# Run inside the new mount namespace: cover each hidden path (an empty tmpfs on a folder,
+# /dev/null on a file), then exec the command.
+_HIDE = ('c=$1; shift; for p do if [ -d "$p" ]; then mount -t tmpfs -o size=64k,mode=0700 '
+         'assay-hidden "$p"; else mount --bind /dev/null "$p"; fi || { echo "assay: cannot '
+         'hide $p from the command" >&2; exit 126; }; done; exec bash -c "$c"')
+
+
+def wrap(argv: list[str], limits: LimitSpec | None) -> list[str]:
+    """``argv`` behind the limits wrapper (see :data:`_WRAPPER`)."""
+    memory = limits.memory_mb * 1024 * 1024 if limits is not None and limits.memory_mb else 0
+    cpu = limits.cpu_s if limits is not None and limits.cpu_s else 0
+    return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(os.getpid()), str(memory),
+            str(cpu), *argv]
+
+
+def command_argv(cmd: str, limits: LimitSpec | None, hide: Sequence[Path] = ()) -> list[str]:
+    """The argv that runs ``cmd``: namespaces (no network, hidden paths), then the limits."""
+    no_network = limits is not None and not limits.network
+    if no_network:
+        ok, why = network_isolation_available()
+        if not ok:
+            raise ExecutorError(f"limits.network = false was asked for, but {why}")
+    if hide:
+        ok, why = mount_isolation_available()
+        if not ok:
+            raise ExecutorError(f"paths were to be hidden from the command, but {why}")
+        flags = "-rm" + ("n" if no_network else "")
+        argv = ["unshare", flags, "--pid", "--fork", "--kill-child", "--mount-proc",
+                "sh", "-c", _HIDE, "assay-hide", cmd, *(str(p) for p in hide)]
+    elif no_network:
+        argv = ["unshare", "-rn", "bash", "-c", cmd]
+    else:
+        argv = ["bash", "-c", cmd]
+    return wrap(argv, limits)
 
 
 def registry_for(cwd: Path) -> Path | None:
@@ -251,18 +306,18 @@ def reap(registry: Path) -> list[int]:
 
 def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         stdout_path: Path, stderr_path: Path, limits: LimitSpec | None = None,
-        cancel: CancelToken | None = None, registry: Path | None = None) -> ProcResult:
+        cancel: CancelToken | None = None, registry: Path | None = None,
+        hide: Sequence[Path] = ()) -> ProcResult:
     """Run ``cmd`` with bash in its own process group; never leaves a process behind.
 
-    ``registry`` (default: the ``.assay/procs`` folder of the target holding ``cwd``)
-    records the process so that a later run can :func:`reap` it after a crash.
+    ``hide`` names paths the command must not see: it then runs in its own mount and PID
+    namespace where each is covered (an empty folder, an empty file), and sees only its own
+    processes in ``/proc``; :func:`mount_isolation_available` says whether the machine
+    allows it (else this raises ExecutorError). ``registry`` (default: the ``.assay/procs``
+    folder of the target holding ``cwd``) records the process so that a later run can
+    :func:`reap` it after a crash.
     """
-    argv = ["bash", "-c", cmd]
-    if limits is not None and not limits.network:
-        ok, why = network_isolation_available()
-        if not ok:
-            raise ExecutorError(f"limits.network = false was asked for, but {why}")
-        argv = ["unshare", "-rn", *argv]
+    argv = command_argv(cmd, limits, hide)
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     if registry is None:
         registry = registry_for(cwd)
@@ -273,8 +328,7 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=child_env, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=_preexec(limits, os.getpid()))
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             if entry is not None:
                 entry.unlink(missing_ok=True)

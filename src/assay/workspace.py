@@ -85,8 +85,8 @@ def patch_paths(patch: str) -> PatchInfo:
     raw, _ = _numstat(text, "-p0")  # names as written, before git strips a/ and b/
     for name in raw:
         if name.startswith("/"):
-            raise PatchError(f"patch path {name!r} is absolute; patches must use paths "
-                             "relative to the repository root")
+            raise PatchError(f"patch names the absolute path {name!r}; patches must use "
+                             "paths relative to the repository root")
     paths: list[str] = []
     for name in (*new, *old):
         _check_path(name)
@@ -102,8 +102,8 @@ def patch_paths(patch: str) -> PatchInfo:
 
 def _check_path(name: str) -> None:
     if name.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", name):
-        raise PatchError(f"patch path {name!r} is absolute; patches must use paths "
-                         "relative to the repository root")
+        raise PatchError(f"patch names the absolute path {name!r}; patches must use "
+                         "paths relative to the repository root")
     parts = PurePosixPath(name).parts
     if ".." in parts:
         raise PatchError(f"patch path {name!r} escapes the repository with '..'")
