@@ -93,7 +93,13 @@ def test_a_group_that_needs_another_is_merged_with_the_reason(tmp_path: Path) ->
     lib_patch = edit(root, "lib.py", lib, with_helper)
     a_patch = edit(root, "a.py", "FAST_A = False\n",
                    "from lib import fast_sum\n\nFAST_A = fast_sum([1]) == 1\n")
-    run_queue(root, [("lib: a summing helper", lib_patch), ("a: use the helper", a_patch)])
+    (root / ".assay").mkdir(exist_ok=True)
+    j = Journal.open(root / ".assay" / "journal.sqlite")
+    hid = j.add_hypothesis("a shared summing helper removes duplicate loops",
+                           ["https://example.org/fusion-notes"], "paper")
+    j.close()
+    run_queue(root, [(f"H{hid}: lib: a summing helper", lib_patch),
+                     ("a: use the helper", a_patch)])
     res = fin.finalize(root, reviewer=None, measure_groups=False)
 
     assert len(res.outcomes) == 1
@@ -104,7 +110,14 @@ def test_a_group_that_needs_another_is_merged_with_the_reason(tmp_path: Path) ->
     assert "a-use-the-helper alone fails" in note and "passes together with" in note
     assert "ImportError" in note or "cannot import" in note
     assert note in g.reason
-    assert branches.rev(root, "refs/heads/assay/opt-pr/lib-a-summing-helper") is not None
+    assert g.slug == "h1-lib-a-summing-helper"
+    assert branches.rev(root, f"refs/heads/assay/opt-pr/{g.slug}") is not None
+    # the PR text names the research hypothesis and its source
+    text = (res.folder / g.slug / "PR.md").read_text()
+    assert (f"research hypothesis H{hid} (paper): a shared summing helper removes duplicate "
+            "loops") in text
+    assert "source: https://example.org/fusion-notes" in text
+    assert "| merge-base + this change vs merge-base | not measured |" in text
 
 
 def test_a_groups_file_replaces_the_proposal_and_is_checked(tmp_path: Path) -> None:

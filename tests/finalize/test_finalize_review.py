@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from assay import finalize as fin
+from assay.cli import app
 from assay.errors import ReviewError
 from assay.finalize import branches, review
 from assay.journal import Journal
@@ -190,3 +192,38 @@ def test_findings_are_read_from_sanitizer_linter_and_json_output() -> None:
                           '"message": "m"}]}', "llm", "g")
     with pytest.raises(ReviewError, match='no "findings" list'):
         review.parse_json('{"ok": true}', "llm", "g")
+
+
+AGENT = """\
+import json
+import pathlib
+import re
+
+task = pathlib.Path(".assay-review.md").read_text()
+assert "## Hazards to check, one by one" in task
+files = re.findall(r"^\\+\\+\\+ b/(\\S+)", task, re.M)
+print("looking around ...")
+print(json.dumps({"findings": [{"file": files[0], "line": 1, "severity": "note",
+                                "message": "reviewed by the scripted agent"}]}))
+"""
+
+
+def test_the_agent_reviewer_runs_in_the_group_tree_and_a_bad_name_is_a_config_error(
+        tmp_path: Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    extra = (f'\n[finalize.review]\nreviewer = "agent"\n'
+             f'command = "{sys.executable} {agent}"\n')
+    root = hazard_run(tmp_path, extra)
+    res = fin.finalize(root, measure_groups=False)
+    assert [[(f.file, f.severity, f.reviewer) for f in o.review.findings]
+            for o in res.outcomes] == [[("kernel.py", "note", "agent")],
+                                       [("b.py", "note", "agent")]]
+    assert all(o.finalized for o in res.outcomes)  # notes do not block
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace('reviewer = "agent"', 'reviewer = "lint"'))
+    before = refs(root)
+    out = CliRunner().invoke(app, ["finalize", "-C", str(root), "--no-measure"])
+    assert out.exit_code == 2, out.output
+    assert "finalize.review.reviewer" in out.output and "'lint' is not one of" in out.output
+    assert "Traceback" not in out.output and refs(root) == before
