@@ -35,7 +35,7 @@ def test_three_changes_in_two_files_become_two_measured_branches(tmp_path: Path)
     assert [o.group.labels for o in res.outcomes] == [("e0001",), ("e0002", "e0003")]
     assert [o.group.files for o in res.outcomes] == [("a.py",), ("b.py",)]
     assert [o.branch for o in res.outcomes] == ["assay/opt-pr/a-py-the-fast-path",
-                                                "assay/opt-pr/b-py-the-fast-kernel"]
+                                                "assay/opt-pr/b-py"]
     a, b = res.outcomes
     # each branch is one commit on the merge-base holding exactly its group's files
     for o in res.outcomes:
@@ -67,7 +67,7 @@ def test_three_changes_in_two_files_become_two_measured_branches(tmp_path: Path)
     assert "## Measured on" in message and "Python" in message
     assert "e0001" in message and "a.py: the fast path" in message
     changes = (res.folder / "CHANGES.md").read_text()
-    assert "| a-py-the-fast-path |" in changes and "| b-py-the-fast-kernel |" in changes
+    assert "| a-py-the-fast-path |" in changes and "| b-py |" in changes
     # the user's branch, index and working tree are as they were
     assert git(root, "rev-parse", "HEAD") == head
     assert git(root, "status", "--porcelain") != status  # only the user's own edit
@@ -110,7 +110,8 @@ def test_a_group_that_needs_another_is_merged_with_the_reason(tmp_path: Path) ->
     assert "a-use-the-helper alone fails" in note and "passes together with" in note
     assert "ImportError" in note or "cannot import" in note
     assert note in g.reason
-    assert g.slug == "h1-lib-a-summing-helper"
+    assert g.slug == "lib-py-a-py"
+    assert g.title == "lib.py, a.py: H1: lib: a summing helper (and 1 more)"
     assert branches.rev(root, f"refs/heads/assay/opt-pr/{g.slug}") is not None
     # the PR text names the research hypothesis and its source
     text = (res.folder / g.slug / "PR.md").read_text()
@@ -150,6 +151,11 @@ def test_a_groups_file_replaces_the_proposal_and_is_checked(tmp_path: Path) -> N
     assert out.exit_code == 0, out.output
     assert "1 group(s) from" in out.output
     assert branches.rev(root, "refs/heads/assay/opt-pr/all-of-it") is not None
+    # regrouped again: the branch of the earlier grouping goes, the new ones come
+    out = CliRunner().invoke(app, ["finalize", "-C", str(root), "--no-measure"])
+    assert out.exit_code == 0, out.output
+    assert branches.rev(root, "refs/heads/assay/opt-pr/all-of-it") is None
+    assert branches.rev(root, "refs/heads/assay/opt-pr/b-py") is not None
 
 
 def _journal(root: Path) -> Journal:

@@ -69,7 +69,18 @@ class Group:
 
     @property
     def title(self) -> str:
-        return self.changes[0].hypothesis or self.slug
+        first = self.changes[0].hypothesis or self.slug
+        if len(self.changes) == 1:
+            return first
+        return f"{', '.join(self.files)}: {first} (and {len(self.changes) - 1} more)"
+
+
+def _name_of(members: Sequence[Change]) -> str:
+    """A group's name: its one change's hypothesis, or the files its changes share."""
+    if len(members) == 1 and members[0].hypothesis:
+        return members[0].hypothesis
+    files = [f for c in members for f in c.files]
+    return "-".join(dict.fromkeys(f.rsplit("/", 1)[-1] for f in files)) or members[0].label
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -129,8 +140,7 @@ def propose(changes: Sequence[Change]) -> list[Group]:
     for i, c in enumerate(changes):
         buckets.setdefault(find(i), []).append(c)
     members = _ordered(changes, list(buckets.values()))
-    slugs = _unique([slugify(m[0].hypothesis or m[0].files[0] if m[0].files else m[0].label)
-                     for m in members])
+    slugs = _unique([slugify(_name_of(m)) for m in members])
     return [Group(s, tuple(m), _why_together(m)) for s, m in zip(slugs, members, strict=True)]
 
 
@@ -210,7 +220,7 @@ def merge(a: Group, b: Group, changes: Sequence[Change], reason: str) -> Group:
     members = _ordered(changes, [[*a.changes, *b.changes]])[0]
     first, second = (a, b) if members[0] in a.changes else (b, a)
     why = "; ".join(r for r in (first.reason, second.reason, reason) if r)
-    return Group(first.slug, tuple(members), why)
+    return Group(slugify(_name_of(members)), tuple(members), why)
 
 
 def merge_dependent(groups: Sequence[Group], changes: Sequence[Change],
@@ -247,3 +257,6 @@ def merge_dependent(groups: Sequence[Group], changes: Sequence[Change],
         idx = min(out.index(g), out.index(partner))
         out = [h for h in out if h is not g and h is not partner]
         out.insert(idx, merged)
+        slugs = _unique([h.slug for h in out])
+        out = [h if h.slug == s else Group(s, h.changes, h.reason)
+               for h, s in zip(out, slugs, strict=True)]

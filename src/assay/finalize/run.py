@@ -201,6 +201,12 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
                 refs.set(o.branch, o.commit)
             else:
                 refs.delete(o.branch)
+        previous = journal.get_meta(f"finalize:{run}") or {}
+        current = {o.branch for o in outcomes}
+        for g in previous.get("groups", []):
+            if g.get("branch") and g["branch"] not in current:
+                refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
+                report(f"removed {g['branch']}, made by an earlier finalize")
         changes_text = pr.changes_md(outcomes, target, run, base, notes, fp)
         (folder / "CHANGES.md").write_text(changes_text)
         journal.set_meta(f"finalize:{run}", {
