@@ -2,7 +2,9 @@
 
 The copy lives in ``.demo/quickstart`` at the top of this checkout (ignored by git), so the
 journal stays there for ``assay status``, ``assay log`` and ``assay show`` afterwards.
-Runs offline, without an LLM, on two CPU cores, in about two minutes.
+Runs offline, without an LLM, on two CPU cores: about 20 experiments of 1-second benchmark
+runs, some 6 minutes of CPU time; the wall time grows with the machine's load (15 minutes
+measured on a 2-core machine shared with other jobs).
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ def main() -> int:
     from assay.cli import app
 
     try:
-        app(["run", "--root", str(root)], standalone_mode=False)
+        code = app(["run", "--root", str(root)], standalone_mode=False)
     except KeyboardInterrupt:
         return 130
+    if isinstance(code, int) and code:
+        return code  # 130 after Ctrl-C, 1 when the target is broken, 2 on a config error
     rel = os.path.relpath(root)
     bin_dir = os.path.relpath(Path(sys.executable).parent)
     print(f"\nexplore the journal:\n  {bin_dir}/assay status -C {rel}\n"

@@ -193,11 +193,15 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
         journal.close()
 
 
-def log(root: str | Path = ".", config: str | None = None) -> list[dict[str, Any]]:
+def log(root: str | Path = ".", config: str | None = None, *, limit: int | None = None,
+        offset: int = 0, newest_first: bool = False) -> list[dict[str, Any]]:
+    """Experiments in order (a page of them with ``limit``/``offset``)."""
     target = load(root, config)
     journal = open_journal(target, readonly=True)
     try:
-        return [experiment_dict(journal, e) for e in journal.experiments()]
+        setup = journal.setup_seconds()
+        return [experiment_dict(journal, e) | {"setup_s": setup.get(e.id)}
+                for e in journal.experiment_page(limit, offset, newest_first)]
     finally:
         journal.close()
 

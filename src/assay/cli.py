@@ -10,15 +10,13 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import api
 from .errors import AssayError
-from .loop import Summary
-from .model import Experiment
 
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
+                  rich_markup_mode=None,
                   no_args_is_help=True, add_completion=False)
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error (and the path in it) is never wrapped
@@ -29,6 +27,20 @@ JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 _STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
           "running": "cyan", "queued": "cyan"}
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"assay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print assay's version and exit.")) -> None:
+    """assay: measure every change, keep only what is real."""
 
 
 def _fail(exc: AssayError) -> None:
@@ -67,60 +79,39 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         slots: int | None = typer.Option(None, help="Parallel slots (default: [run] slots)."),
         name: str | None = typer.Option(None, help="Run name: kept commits go to assay/<name>."),
         max_hours: float | None = typer.Option(None, help="Stop proposing after this long."),
+        verbose: bool = typer.Option(False, "--verbose", "-v",
+                                     help="Also print every block and re-measurement."),
+        as_json: bool = typer.Option(False, "--json", help="Stream JSON lines, one per record."),
         ) -> None:
-    """Run the loop: propose, measure against the incumbent, keep what is real."""
+    """Run the loop: propose, measure against the incumbent, keep what is real.
+
+    Prints one line per decided experiment (id, verdict, improvement, interval, runs,
+    seconds, hypothesis); -v adds blocks and re-measurements; --json streams the same as
+    JSON lines. Ctrl-C stops cleanly (running blocks are measured again on resume), exit 130.
+    """
+    from .faces.terminal import RunPrinter, finished_in
+
     try:
         target = api.load(root, config, slots=slots, proposer=proposer, budget=budget)
     except AssayError as exc:
         _fail(exc)
-    total = target.run.budget
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                        transient=False)
-    task = progress.add_task("experiments", total=total)
-    finished: set[str] = set()
-
-    def on_event(kind: str, message: str, exp: Experiment | None) -> None:
-        style = _STYLE.get(kind, "")
-        if kind in ("measure",):
-            style = "dim"
-        text = escape(message)
-        progress.console.print(f"[{style}]{text}[/]" if style else text, highlight=False)
-        if exp is not None and exp.state.is_finished() and exp.id not in finished:
-            finished.add(exp.id)
-            progress.update(task, completed=min(total, len(finished)))
-
+    jpath = api.journal_path(target)
+    printer = RunPrinter(console, verbose=verbose, as_json=as_json, total=target.run.budget,
+                         done_before=finished_in(jpath), journal_path=jpath)
     try:
-        with progress:
-            summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
-                              max_hours=max_hours, on_event=on_event, signals=True, config=config)
+        summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
+                          max_hours=max_hours, on_event=printer.on_event, signals=True,
+                          config=config)
     except AssayError as exc:
+        printer.close()
         _fail(exc)
-    print_summary(summary, target.metric.name, target.metric.unit)
+    finally:
+        printer.close()
+    printer.summary(summary, target.metric.name, target.metric.unit, target.metric.direction)
+    if printer.signalled:
+        raise typer.Exit(130)
     if summary.failed:
         raise typer.Exit(1)
-
-
-def print_summary(s: Summary, metric: str, unit: str) -> None:
-    console.rule("[bold]summary")
-    console.print(f"stopped: {escape(s.stopped or 'done')}")
-    console.print(f"experiments: {s.finished} finished "
-                  f"({', '.join(f'{k} {v}' for k, v in sorted(s.counts.items()))})")
-    console.print(f"{metric}: baseline {_fmt(s.baseline, unit)} -> best {_fmt(s.best, unit)}"
-                  + (f" ({(s.best / s.baseline - 1):+.1%})" if s.baseline and s.best else ""))
-    if s.kept:
-        t = Table(title=f"kept changes (branch {s.branch})")
-        for col in ("id", "change", "effect", "interval", "runs", "commit"):
-            t.add_column(col)
-        for e in s.kept:
-            d = e.decision
-            t.add_row(e.id, escape(e.candidate.hypothesis[:60]), _pct(d.effect if d else None),
-                      f"[{_pct(d.lo if d else None)}, {_pct(d.hi if d else None)}]",
-                      str(d.runs_used if d else "-"), (e.commit or "")[:10])
-        console.print(t)
-    else:
-        console.print("no change beat the incumbent by more than the noise")
-    console.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
 
 
 @app.command()
@@ -146,25 +137,24 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
 
 
 @app.command()
-def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON) -> None:
-    """Every experiment, one line each."""
+def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
+        limit: int | None = typer.Option(None, "--limit", "-n", help="At most this many rows."),
+        offset: int = typer.Option(0, "--offset", help="Skip this many rows first."),
+        oldest: bool = typer.Option(False, "--oldest", help="Oldest first (default: newest)."),
+        ) -> None:
+    """Experiments, one line each, newest first (page with --limit/--offset)."""
+    from .faces.terminal import print_log
+
+    if (limit is not None and limit < 0) or offset < 0:
+        _fail(AssayError(f"--limit {limit} / --offset {offset}: both must be >= 0"))
     try:
-        rows = api.log(root, config)
+        rows = api.log(root, config, limit=limit, offset=offset, newest_first=not oldest)
     except AssayError as exc:
         _fail(exc)
     if as_json:
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
-    t = Table()
-    for col in ("id", "state", "proposer", "hypothesis", "effect", "interval", "runs"):
-        t.add_column(col)
-    for r in rows:
-        d = r["decision"] or {}
-        t.add_row(r["id"], f"[{_STYLE.get(r['state'], '')}]{r['state']}[/]",
-                  escape(r["proposer"]), escape(r["hypothesis"][:50]), _pct(d.get("effect")),
-                  f"[{_pct(d.get('lo'))}, {_pct(d.get('hi'))}]" if d else "-",
-                  str(d.get("runs_used", "-")))
-    console.print(t)
+    print_log(console, rows)
 
 
 @app.command()
@@ -198,6 +188,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{_pct(d['lo'])}, {_pct(d['hi'])}] δ {_pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
+    from .faces.terminal import print_blocks
+
+    print_blocks(console, data["blocks"], data["runs"])
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):
         t.add_column(col)

@@ -22,6 +22,7 @@ A minimal file::
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import math
 import os
@@ -68,7 +69,12 @@ class Section:
                            line=key_line(self.text, dotted), valid=valid)
 
     def has(self, key: str) -> bool:
+        self._used.add(key)  # asked about: a known key, listed when another one is misspelled
         return key in self.data
+
+    def known(self, *keys: str) -> None:
+        """Declare keys this section accepts though they were not read (optional ones)."""
+        self._used.update(keys)
 
     def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ...,
             valid: str = "") -> Any:
@@ -146,7 +152,9 @@ class Section:
         allowed = self._used | set(extra_ok)
         for key in self.data:
             if key not in allowed:
-                raise self.error(key, "is not a known key",
+                close = difflib.get_close_matches(key, sorted(allowed), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.error(key, f"is not a known key{hint}",
                                  ", ".join(sorted(allowed)) or "no keys here")
 
 
@@ -330,10 +338,12 @@ def _metric(sec: Section, guard: bool = False) -> MetricSpec:
 def _command(sec: Section, key: str, default_timeout: float, required: bool = False
              ) -> Command | None:
     if not sec.has(key):
+        sec.known(f"{key}_timeout")
         if required:
             raise sec.error(key, "is required: the command that prints the metric",
                             'a shell command, e.g. "python bench.py"')
         return None
+    sec.known(f"{key}_timeout")
     cmd = sec.get(key, str)
     if not cmd.strip():
         raise sec.error(key, "must not be empty", "a shell command")
@@ -493,6 +503,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         keep_on=dsec.choice("keep_on", ("primary", "any"), "primary"),
         platform_tolerance=dsec.number("platform_tolerance", 0.02, low=0.0, high=10.0),
     )
+    if decision.delta >= 1.0:
+        raise dsec.error("delta", f"{decision.delta:g} means {decision.delta:.0%}: no real "
+                         "change beats the incumbent by that much",
+                         f"a fraction below 1, e.g. delta = {decision.delta / 100:g} for "
+                         f"{decision.delta:g}%")
     if decision.max_pairs < decision.min_pairs:
         raise dsec.error("max_pairs", f"must be >= min_pairs ({decision.min_pairs})")
     dsec.reject_unknown()

@@ -101,6 +101,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, finished_at REAL
     );
     """),
+    ("0002_lookup_indexes", """
+    CREATE INDEX IF NOT EXISTS blocks_experiment ON blocks(experiment_id, seq);
+    CREATE INDEX IF NOT EXISTS decisions_experiment ON decisions(experiment_id, id);
+    CREATE INDEX IF NOT EXISTS runs_block ON runs(block_id, idx);
+    CREATE INDEX IF NOT EXISTS experiments_state ON experiments(state, seq);
+    CREATE INDEX IF NOT EXISTS experiments_hypothesis ON experiments(hypothesis_id);
+    CREATE INDEX IF NOT EXISTS hypotheses_status ON hypotheses(status);
+    CREATE INDEX IF NOT EXISTS events_experiment ON events(experiment_id)
+    """),
 ]
 
 _SCHEMA_MIGRATIONS = (
@@ -307,9 +316,7 @@ class Journal:
     def decisions(self, exp_id: str) -> list[Decision]:
         rows = self.conn.execute("SELECT * FROM decisions WHERE experiment_id = ? ORDER BY id",
                                  (exp_id,))
-        return [Decision(Verdict(r["verdict"]), r["reason"], r["effect"], r["lo"], r["hi"],
-                         r["pairs_used"], r["runs_used"], r["delta"], rule=r["rule"],
-                         details=json.loads(r["details"])) for r in rows]
+        return [_decision_row(r) for r in rows]
 
     # -- blocks --------------------------------------------------------------------
     def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
@@ -506,6 +513,66 @@ class Journal:
     def hooks(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute("SELECT * FROM hooks ORDER BY created_at")]
 
+    # -- bulk reads (one query each, whatever the journal's size) -----------------------
+    def experiment_page(self, limit: int | None = None, offset: int = 0,
+                        newest_first: bool = False) -> list[Experiment]:
+        """A page of experiments in ``seq`` order (newest first when asked)."""
+        order = "DESC" if newest_first else "ASC"
+        rows = self.conn.execute(f"SELECT * FROM experiments ORDER BY seq {order} LIMIT ? "
+                                 "OFFSET ?", (-1 if limit is None else limit, max(0, offset)))
+        return [_experiment(r) for r in rows]
+
+    def blocks_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Every block of these experiments (all when None), by experiment, in order."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in self._many("blocks", exp_ids, "created_at, seq"):
+            out.setdefault(r["experiment_id"], []).append(dict(r))
+        return out
+
+    def runs_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[RunResult]]:
+        """Every run of these experiments (all when None), by experiment, in order."""
+        out: dict[str, list[RunResult]] = {}
+        for r in self._many("runs", exp_ids, "created_at, block_id, idx"):
+            out.setdefault(r["experiment_id"], []).append(_run(r))
+        return out
+
+    def decisions_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[Decision]]:
+        """Every decision of these experiments (all when None), by experiment, in order."""
+        out: dict[str, list[Decision]] = {}
+        for r in self._many("decisions", exp_ids, "id"):
+            out.setdefault(r["experiment_id"], []).append(_decision_row(r))
+        return out
+
+    def _many(self, table: str, exp_ids: Sequence[str] | None, order: str) -> list[sqlite3.Row]:
+        if exp_ids is None:
+            return self.conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        rows: list[sqlite3.Row] = []
+        ids = list(exp_ids)
+        for i in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
+            chunk = ids[i:i + 500]
+            rows += self.conn.execute(
+                f"SELECT * FROM {table} WHERE experiment_id IN ({','.join('?' * len(chunk))})"
+                f" ORDER BY {order}", chunk).fetchall()
+        return rows
+
+    def run_totals(self) -> dict[str, dict[str, tuple[int, float]]]:
+        """Per experiment and slot: how many runs and their summed wall seconds."""
+        out: dict[str, dict[str, tuple[int, float]]] = {}
+        for exp_id, worker, n, wall in self.conn.execute(
+                "SELECT experiment_id, worker, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
+                "GROUP BY experiment_id, worker"):
+            out.setdefault(exp_id, {})[worker] = (int(n), float(wall))
+        return out
+
+    def setup_seconds(self) -> dict[str, float]:
+        """Per experiment: seconds its blocks spent outside timed runs (build, checks)."""
+        blocks = dict(self.conn.execute(
+            "SELECT experiment_id, SUM(wall_s) FROM blocks WHERE wall_s IS NOT NULL "
+            "GROUP BY experiment_id").fetchall())
+        runs = dict(self.conn.execute(
+            "SELECT experiment_id, SUM(wall_s) FROM runs GROUP BY experiment_id").fetchall())
+        return {k: max(0.0, float(v) - float(runs.get(k) or 0.0)) for k, v in blocks.items()}
+
     def integrity(self) -> str:
         return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
@@ -528,6 +595,12 @@ def decision_from_dict(raw: Mapping[str, Any]) -> Decision:
                     raw.get("hi"), raw.get("pairs_used", 0), raw.get("runs_used", 0),
                     raw.get("delta", 0.0), next_block, raw.get("rule", ""),
                     raw.get("details", {}))
+
+
+def _decision_row(r: sqlite3.Row) -> Decision:
+    return Decision(Verdict(r["verdict"]), r["reason"], r["effect"], r["lo"], r["hi"],
+                    r["pairs_used"], r["runs_used"], r["delta"], rule=r["rule"],
+                    details=json.loads(r["details"]))
 
 
 def _experiment(r: sqlite3.Row) -> Experiment:

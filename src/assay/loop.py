@@ -464,6 +464,13 @@ class Loop:
             avoid = blocks[-1]["slot"] if nb.other_slot else None
             self._add_block(exp, nb, avoid=avoid)
             self.emit("measure", f"{exp.id}: {decision.reason}", exp)
+            if current != inc.commit:
+                so_far = "" if decision.effect is None else f", {decision.effect:+.2%}"
+                self.emit("rebase", f"{exp.id}: the incumbent moved to {inc.commit[:12]} "
+                                    f"({inc.experiment_id or 'a keep'}); its "
+                                    f"{decision.pairs_used} pair(s) against the old one"
+                                    f"{so_far} are set aside and it is measured again "
+                                    "against the new one", exp)
             return exp
         if decision.verdict is Verdict.KEEP and current != inc.commit:
             self.emit("rebase", f"{exp.id} would be kept, but the incumbent moved to "

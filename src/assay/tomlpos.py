@@ -40,6 +40,8 @@ def key_line(text: str, dotted: str) -> int | None:
             current = h.group(1).replace(" ", "").replace('"', "")
             count = seen.get(current, -1) + 1
             seen[current] = count
+            if current == dotted and index is None and m_leaf is None:
+                return no  # the dotted name is a table (a misspelled section)
             if current == want and (index is None or index == count):
                 header_line = no
                 if not leaf:

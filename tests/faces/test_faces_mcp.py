@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+import assay
 from assay import api
 from assay.faces import mcp as mcp_faces
 
@@ -59,15 +60,19 @@ def _error_text(result: Any) -> str:
 
 
 async def _session_calls(root: Path, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    # The SDK passes the server only a few safe variables: name the assay under test.
+    env = {**mcp_client.get_default_environment(),
+           "PYTHONPATH": str(Path(assay.__file__).resolve().parents[1])}
     params = mcp_client.StdioServerParameters(
         command=sys.executable, args=["-m", "assay", "mcp", "--root", str(root)],
-        cwd=str(root))
+        cwd=str(root), env=env)
     out: dict[str, Any] = {}
     with anyio.fail_after(240):
         async with mcp_client.stdio_client(params) as streams:
             read, write = streams[0], streams[1]
             async with ClientSession(read, write) as session:
-                await session.initialize()
+                init = await session.initialize()
+                out["server"] = _field(init, "server_info", "serverInfo")
                 tools = await session.list_tools()
                 out["tools"] = sorted(t.name for t in tools.tools)
                 for i, (name, args) in enumerate(calls):
@@ -93,6 +98,7 @@ def test_mcp_tools_over_stdio(fresh_target: Path) -> None:
         ("stop", {}),
     ]
     res = anyio.run(_session_calls, fresh_target, calls)
+    assert res["server"].name == "assay" and res["server"].version == assay.__version__
     assert res["tools"] == ["add_hypothesis", "best", "log", "run_experiment", "show",
                             "status", "stop"]
     status = _payload(res["0:status"])

@@ -16,6 +16,7 @@ Tools:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import time
@@ -265,7 +266,15 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 def build_server(root: str | Path = ".", config: str | None = None) -> Any:
     """The MCP server for the repository at ``root`` (call ``.run()`` to serve stdio)."""
     target = api.load(root, config)
-    server = _server_class()(SERVER_NAME, instructions=INSTRUCTIONS)
+    from .. import __version__
+
+    cls = _server_class()
+    try:
+        server = cls(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
+    except TypeError:  # mcp 1's FastMCP takes no version
+        server = cls(SERVER_NAME, instructions=INSTRUCTIONS)
+        with contextlib.suppress(AttributeError):
+            server._mcp_server.version = __version__
 
     def run_experiment_tool(patch: str = "", hypothesis: str = "",
                             params: dict[str, int | float | str | bool] | None = None,

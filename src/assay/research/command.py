@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from ..errors import AssayError
 
@@ -66,16 +65,9 @@ def research_command(
     if result.placement is not None:
         console.print(f"roofline: [bold]{result.placement.bound}[/bold] — "
                       f"{escape(result.placement.explanation)}")
-    table = Table(title=f"hypotheses ({len(result.hypotheses)})", show_lines=False)
-    table.add_column("#", justify="right")
-    table.add_column("kind")
-    table.add_column("score", justify="right")
-    table.add_column("hypothesis")
-    table.add_column("sources")
-    for h in result.hypotheses:
-        table.add_row(str(h.id or ""), h.source_kind, f"{h.score:.2f}", escape(h.text),
-                      escape("\n".join(h.sources[:3])))
-    console.print(table)
+    from ..faces.terminal import print_hypotheses
+
+    print_hypotheses(console, result.hypotheses)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print(f"brief: {result.brief_path}")

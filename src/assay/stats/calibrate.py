@@ -82,7 +82,7 @@ def calibrate(aa_pairs: Mapping[str, Sequence[Pair]], spec: DecisionSpec,
     res = resolvable(pooled, spec)
     delta = max(spec.delta, res)
     parts = [f"pair noise {pooled:.2%} (sd of one pair's log-ratio, {len(used)} A/A pairs "
-             f"on {len(noise)} slots)"]
+             f"on {len(noise)} slot{'' if len(noise) == 1 else 's'})"]
     if wild:
         parts.append(f"{wild} wild A/A pair(s) beyond {OUTLIER_K:g} robust sd left out of "
                      "the noise estimate")

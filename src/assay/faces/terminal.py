@@ -1,0 +1,318 @@
+"""What `assay run` prints: one compact line per decided experiment, then a summary.
+
+Quiet by default: a line per decided experiment (id, verdict, improvement, interval,
+runs, seconds, hypothesis) plus the few events a user must see (errors, warnings, the
+noise calibration, quarantines, a signal). ``verbose`` adds every block decision and
+re-measurement; ``as_json`` streams the same records as JSON lines for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..loop import Summary
+from ..model import Direction, Experiment
+
+STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
+         "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
+         "rebase": "magenta"}
+# Events printed without -v: the ones a user must act on or would want to know once.
+QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock"})
+DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 slot``, ``2 slots``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.2%}"
+
+
+def interval(lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None:
+        return "-"
+    return f"[{pct(lo)}, {pct(hi)}]"
+
+
+def number(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}{(' ' + unit) if unit else ''}"
+    return str(v)
+
+
+def improvement(baseline: float | None, best: float | None, direction: Direction) -> float | None:
+    """Positive means better: best/baseline - 1 to maximize, baseline/best - 1 to minimize."""
+    if not baseline or not best:
+        return None
+    return best / baseline - 1.0 if direction is Direction.MAXIMIZE else baseline / best - 1.0
+
+
+def finished_in(journal_path: Path) -> int:
+    """How many experiments the journal already holds finished (0 when there is none)."""
+    if not journal_path.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{journal_path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT COUNT(*) FROM experiments WHERE state IN "
+                               "('kept', 'discarded', 'invalid', 'crashed')").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+    return int(row[0])
+
+
+def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
+    """The fields of one decided experiment's line (and JSON record)."""
+    d = exp.decision
+    if runs is None and d is not None:
+        runs = int(d.details.get("runs_total", d.runs_used))
+    return {"type": "experiment", "id": exp.id, "verdict": exp.state.value,
+            "hypothesis": exp.candidate.hypothesis, "proposer": exp.candidate.proposer,
+            "effect": d.effect if d else None, "lo": d.lo if d else None,
+            "hi": d.hi if d else None, "runs": runs,
+            "seconds": round(max(0.0, exp.updated_at - exp.created_at), 3),
+            "commit": exp.commit, "reason": exp.note or (d.reason if d else "")}
+
+
+def experiment_line(rec: dict[str, Any]) -> str:
+    """``e0003 kept       +12.34% [+8.10%, +16.00%]   8 runs   14.2 s  halve SIZE``."""
+    runs = "-" if rec["runs"] is None else str(rec["runs"])
+    verdict = str(rec["verdict"])
+    head = (f"{rec['id']} {verdict:<9} {pct(rec['effect']):>8} "
+            f"{interval(rec['lo'], rec['hi']):<20} {runs:>3} runs {rec['seconds']:>7.1f} s  ")
+    text = str(rec["hypothesis"]).replace("\n", " ")
+    if verdict in ("invalid", "crashed") and rec["reason"]:
+        text += f" ({str(rec['reason']).splitlines()[0][:120]})"
+    return head + text
+
+
+class RunPrinter:
+    """The `on_event` callback of `assay run` and the summary after it."""
+
+    def __init__(self, console: Console, *, verbose: bool = False, as_json: bool = False,
+                 total: int = 0, done_before: int = 0, journal_path: Path | None = None,
+                 out: TextIO | None = None) -> None:
+        self.console = console
+        self.verbose = verbose
+        self.as_json = as_json
+        self.total = total
+        self.done = done_before
+        self.journal_path = journal_path
+        self.out = out
+        self.signalled = False
+        self.printed_errors: list[str] = []
+        self._decided: set[str] = set()
+        self._progress: Progress | None = None
+        self._task: Any = None
+
+    # -- the live part -----------------------------------------------------------------
+    def _bar(self) -> None:
+        """Start the progress bar on the first event (never before a config error)."""
+        if self._progress is not None or self.as_json or not self.console.is_terminal:
+            return
+        self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  console=self.console, transient=True)
+        self._task = self._progress.add_task("experiments", total=max(self.total, self.done),
+                                             completed=self.done)
+        self._progress.start()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def _emit_json(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True, default=str)
+        if self.out is not None:
+            self.out.write(line + "\n")
+            self.out.flush()
+        else:
+            print(line, flush=True)
+
+    def _print(self, text: str, style: str = "", one_line: bool = False) -> None:
+        """An experiment's line is cut to a terminal's width; events wrap there. In a pipe
+        or a file nothing is wrapped or cut."""
+        target = self._progress.console if self._progress is not None else self.console
+        body = escape(text)
+        markup = f"[{style}]{body}[/]" if style else body
+        if one_line and target.is_terminal:
+            target.print(markup, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
+        else:  # a terminal folds long lines itself; a pipe or a file keeps them whole
+            target.print(markup, highlight=False, soft_wrap=not target.is_terminal)
+
+    def _runs_of(self, exp_id: str) -> int | None:
+        if self.journal_path is None or not self.journal_path.exists():
+            return None
+        try:
+            conn = sqlite3.connect(f"file:{self.journal_path}?mode=ro", uri=True, timeout=5)
+            try:
+                row = conn.execute("SELECT COUNT(*) FROM runs WHERE experiment_id = ?",
+                                   (exp_id,)).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return None
+        return int(row[0])
+
+    def on_event(self, kind: str, message: str, exp: Experiment | None) -> None:
+        if kind == "signal":
+            self.signalled = True
+        self._bar()
+        if (exp is not None and kind in DECIDED and exp.state.is_finished()
+                and exp.id not in self._decided):
+            self._decided.add(exp.id)
+            self.done += 1
+            runs = None if exp.decision is not None else self._runs_of(exp.id)
+            rec = experiment_record(exp, runs)
+            if self.as_json:
+                self._emit_json(rec)
+            else:
+                self._print(experiment_line(rec), STYLE.get(exp.state.value, ""), one_line=True)
+            if self._progress is not None:
+                self._progress.update(self._task, completed=min(self.done, self.total)
+                                      if self.total else self.done)
+            return
+        if not (self.verbose or kind in QUIET_EVENTS):
+            return
+        if kind == "error":
+            self.printed_errors.append(message)
+        if self.as_json:
+            self._emit_json({"type": "event", "kind": kind, "message": message,
+                             "experiment": exp.id if exp else None, "ts": time.time()})
+            return
+        style = "dim" if kind in ("measure", "queued") else STYLE.get(kind, "")
+        prefix = {"error": "error: ", "warn": "warning: "}.get(kind, "")
+        self._print(prefix + message, style)
+
+    # -- the end -----------------------------------------------------------------------
+    def summary(self, s: Summary, metric: str, unit: str, direction: Direction) -> None:
+        self.close()
+        gain = improvement(s.baseline, s.best, direction)
+        if self.as_json:
+            self._emit_json({
+                "type": "summary", "stopped": s.stopped or "done", "finished": s.finished,
+                "counts": dict(s.counts), "baseline": s.baseline, "best": s.best,
+                "improvement": gain, "branch": s.branch, "failed": s.failed,
+                "kept": [e.id for e in s.kept]})
+            return
+        c = self.console
+        c.rule("[bold]summary")
+        stopped = s.stopped or "done"
+        if stopped in self.printed_errors:
+            stopped = "on the error above"
+        c.print(f"stopped: {escape(stopped)}", highlight=False)
+        if s.finished:
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items())
+                               if k in ("kept", "discarded", "invalid", "crashed"))
+            c.print(f"experiments: {s.finished} finished ({counts})", highlight=False)
+        else:
+            c.print("experiments: none finished", highlight=False)
+        if s.baseline is not None:
+            best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
+            c.print(f"{metric}: baseline {number(s.baseline, unit)}{best}"
+                    + (f" ({gain:+.1%})" if gain is not None and s.kept else ""),
+                    highlight=False)
+        if s.kept:
+            c.print(f"kept changes (branch {escape(s.branch)}):", highlight=False)
+            for e in s.kept:
+                d = e.decision
+                c.print(f"  {e.id} {pct(d.effect if d else None):>8} "
+                        f"{interval(d.lo if d else None, d.hi if d else None):<20} "
+                        f"{(e.commit or '')[:10]}  {escape(e.candidate.hypothesis)}",
+                        highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
+        elif s.finished:
+            c.print("no change beat the incumbent by more than the noise")
+        c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
+
+
+def print_hypotheses(console: Console, hypotheses: Sequence[Any]) -> None:
+    """Research hypotheses as a list that wraps to any width and never cuts a citation.
+
+    Each source is printed on its own line without wrapping (``soft_wrap``): the terminal
+    folds a long URL, but the text stays whole for copying.
+    """
+    console.print(f"[bold]hypotheses ({len(hypotheses)})[/]")
+    for h in hypotheses:
+        hid = f"H{h.id}" if getattr(h, "id", None) else "H?"
+        console.print(f"[bold]{hid}[/] {escape(h.source_kind)} {h.score:.2f}  "
+                      f"{escape(h.text)}", highlight=False)
+        for src in h.sources:
+            console.print(f"    {escape(src)}", soft_wrap=True, highlight=False)
+
+
+# -- assay log / assay show ------------------------------------------------------------
+def log_line(row: dict[str, Any]) -> str:
+    """One experiment of `assay log`: id, state, effect, interval, runs, setup, hypothesis."""
+    d = row.get("decision") or {}
+    runs = d.get("runs_used", row.get("runs", "-"))
+    setup = row.get("setup_s")
+    setup_txt = "-" if setup is None else f"{setup:.1f}"
+    hyp = str(row["hypothesis"]).replace("\n", " ")
+    proposer = str(row["proposer"])
+    if not hyp.startswith(proposer):
+        hyp = f"{proposer}: {hyp}"
+    return (f"{row['id']} {row['state']:<9} {pct(d.get('effect')):>8} "
+            f"{interval(d.get('lo'), d.get('hi')):<20} {runs!s:>4} {setup_txt:>7} s  {hyp}")
+
+
+def print_log(console: Console, rows: Sequence[dict[str, Any]], header: bool = True) -> None:
+    """Rows as they come (no table layout: the first line shows at once on any journal)."""
+    if header:
+        console.print(f"{'id':<5} {'state':<9} {'effect':>8} {'interval':<20} runs "
+                      f"{'setup':>9}  hypothesis  (setup: build and checks)", style="bold",
+                      highlight=False, soft_wrap=True)
+    for row in rows:
+        body = escape(log_line(row))
+        style = STYLE.get(str(row["state"]), "")
+        console.print(f"[{style}]{body}[/]" if style else body, highlight=False,
+                      soft_wrap=True)
+
+
+def block_setup_s(block: dict[str, Any], runs: Sequence[dict[str, Any]]) -> float | None:
+    """Seconds a block spent outside its timed runs (checkouts, build, checks)."""
+    wall = block.get("wall_s")
+    if wall is None:
+        return None
+    inside = sum(float(r.get("wall_s") or 0.0) for r in runs if r.get("block_id") == block["id"])
+    return max(0.0, float(wall) - inside)
+
+
+def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
+                 runs: Sequence[dict[str, Any]]) -> None:
+    """Each block's wall time and what it spent on build and checks."""
+    console.print("[bold]blocks[/]")
+    for b in blocks:
+        parts = [f"  {b['id']:<10} {b['kind']:<8} {b.get('slot') or '-':<4} "
+                 f"{b['state']:<9}"]
+        wall = b.get("wall_s")
+        parts.append("wall -" if wall is None else f"wall {wall:.2f} s")
+        if b.get("build_s") is not None:
+            parts.append(f"build {b['build_s']:.2f} s")
+        if b.get("checks_s") is not None:
+            parts.append(f"checks {b['checks_s']:.2f} s")
+        if b.get("build_s") is None and b.get("checks_s") is None:
+            setup = block_setup_s(b, runs)
+            if setup is not None:
+                parts.append(f"build+checks {setup:.2f} s")
+        if b.get("checks_passed") is not None:
+            parts.append("checks passed" if b["checks_passed"] else "checks FAILED")
+        if b.get("error"):
+            parts.append(f"{b.get('error_kind') or 'error'}: {b['error']}")
+        console.print(escape(parts[0] + " " + ", ".join(parts[1:])), highlight=False,
+                      soft_wrap=True)

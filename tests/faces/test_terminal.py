@@ -1,0 +1,217 @@
+"""What `assay` prints in a terminal: help, version, the run's lines and summary, config
+errors, research hypotheses. Each test reads the printed text of a real command."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+import assay
+from assay import api
+from assay.config import parse
+from assay.errors import ConfigError
+from assay.faces.terminal import RunPrinter, finished_in, print_hypotheses
+
+from .conftest import sh
+
+LINE = re.compile(r"^e\d{4} (kept|discarded|invalid|crashed) ")
+
+
+def assay_cli(*args: str, timeout: float = 180, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "80", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "assay", *args], capture_output=True,
+                          text=True, timeout=timeout, env=full)
+
+
+def set_sweep(root: Path) -> None:
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("budget = 20", 'budget = 20\nproposer = "sweep"'))
+    sh(root, "git", "commit", "-qam", "sweep")
+
+
+def test_help_keeps_bracketed_text() -> None:
+    out = assay_cli("run", "--help").stdout
+    assert "(default: [run] budget)" in out and "(default: [run] slots)" in out
+    assert "-v, --verbose" in out and "--json" in out
+
+
+def test_version() -> None:
+    proc = assay_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"assay {assay.__version__}"
+    assert assay.__version__
+
+
+def test_quiet_run_prints_one_line_per_decided_experiment(bare_target: Path) -> None:
+    set_sweep(bare_target)
+    proc = assay_cli("run", "-C", str(bare_target), "--budget", "3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    decided = [ln for ln in lines if LINE.match(ln)]
+    assert len(decided) == 3, proc.stdout
+    for ln in decided:  # id verdict improvement interval runs seconds hypothesis
+        assert re.match(r"^e\d{4} \w+ +(-|[+-]\d+\.\d\d%) +(-|\[[^\]]+\]) +\d+ runs +"
+                        r"\d+\.\d s  \S", ln), ln
+    assert "usable pair" not in proc.stdout and "queued" not in proc.stdout
+    assert "1 slots" not in proc.stdout and "on 1 slot)" in proc.stdout
+    body = lines[:lines.index(next(ln for ln in lines if "summary" in ln))]
+    assert all(LINE.match(ln) or ln.startswith("pair noise") for ln in body if ln), body
+    assert "experiments: 3 finished (" in proc.stdout
+
+    verbose = assay_cli("run", "-C", str(bare_target), "--budget", "5", "-v")
+    assert verbose.returncode == 0, verbose.stderr
+    assert "queued:" in verbose.stdout
+    assert len([ln for ln in verbose.stdout.splitlines() if LINE.match(ln)]) == 2
+
+    streamed = assay_cli("run", "-C", str(bare_target), "--budget", "7", "--json")
+    assert streamed.returncode == 0, streamed.stderr
+    records = [json.loads(ln) for ln in streamed.stdout.splitlines() if ln.strip()]
+    exps = [r for r in records if r["type"] == "experiment"]
+    assert [r["id"] for r in exps] == ["e0006", "e0007"]
+    for r in exps:
+        assert set(r) >= {"id", "hypothesis", "verdict", "effect", "lo", "hi", "runs",
+                          "seconds"}
+        assert r["runs"] >= 1 and r["seconds"] >= 0
+    assert records[-1]["type"] == "summary" and records[-1]["finished"] == 7
+
+
+def test_failed_calibration_prints_its_error_once_and_an_empty_summary(
+        bare_target: Path) -> None:
+    (bare_target / "knob.py").write_text("SIZE = 13\n")  # the benchmark exits 3
+    cfg = bare_target / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("default = 32", "default = 13"))
+    sh(bare_target, "git", "commit", "-qam", "broken")
+    proc = assay_cli("run", "-C", str(bare_target), "--budget", "2")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert out.count("calibration failed") == 1, out
+    assert "stopped: on the error above" in out
+    assert "experiments: none finished" in out and "finished ()" not in out
+    assert "baseline -" not in out and "best -" not in out
+    assert "no change beat the incumbent" not in out
+
+
+def test_no_progress_bar_before_an_error_found_at_start(bare_target: Path) -> None:
+    proc = assay_cli("run", "-C", str(bare_target), "--proposer", "llm",
+                     env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"})
+    assert proc.returncode == 2
+    assert "proposer.llm" in proc.stderr
+    assert "experiments" not in proc.stdout and "━" not in proc.stdout
+
+
+def test_progress_after_resume_counts_what_is_already_finished(ran_target: Path) -> None:
+    target = api.load(ran_target)
+    path = api.journal_path(target)
+    assert finished_in(path) == 6
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    printer = RunPrinter(console, total=8, done_before=finished_in(path), journal_path=path)
+    printer.on_event("start", "resumed", None)
+    try:
+        assert printer._progress is not None
+        task = printer._progress.tasks[0]
+        assert (task.completed, task.total) == (6, 8)
+    finally:
+        printer.close()
+
+
+def test_ctrl_c_exits_130_after_a_clean_stop(bare_target: Path) -> None:
+    set_sweep(bare_target)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "assay", "run", "-C", str(bare_target),
+                             "--budget", "40"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        seen.append(line)
+        if LINE.match(line) or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 130, out
+    assert "stopped: stopped by SIGINT" in out
+
+
+CONFIG = """\
+[metric]
+name = "speed"
+
+[commands]
+bench = "python bench.py"
+{commands}
+[scope]
+editable = ["*.py"]
+{extra}"""
+
+
+def _config_error(commands: str = "", extra: str = "") -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse(CONFIG.format(commands=commands, extra=extra), Path("/tmp"), "assay.toml")
+    return info.value
+
+
+def test_unknown_key_lists_every_valid_key_of_its_section() -> None:
+    exc = _config_error(commands='chekcs = "python checks.py"\n')
+    text = str(exc)
+    assert exc.line == 6 and "did you mean 'checks'?" in text
+    for key in ("bench", "bench_timeout", "build", "checks", "checks_timeout", "holdout"):
+        assert key in exc.valid.split(", "), exc.valid
+
+
+def test_misspelled_section_has_its_line() -> None:
+    exc = _config_error(extra='\n[decison]\nrule = "fixed"\n')
+    assert exc.line == 10 and "assay.toml:10:" in str(exc)
+    assert "did you mean 'decision'?" in str(exc)
+
+
+def test_delta_given_as_a_percentage_is_refused_with_the_fraction_to_write() -> None:
+    exc = _config_error(extra="\n[decision]\ndelta = 5\n")
+    assert exc.key == "decision.delta" and exc.line == 11
+    assert "500%" in str(exc) and "delta = 0.05" in str(exc)
+    parse(CONFIG.format(commands="", extra="\n[decision]\ndelta = 0.05\n"), Path("/tmp"))
+
+
+def test_research_hypotheses_never_cut_a_citation_at_80_columns() -> None:
+    url = "https://arxiv.org/abs/2401.00001v3#section-4.2-cache-oblivious-blocking-for-counters"
+    hyps = [SimpleNamespace(id=3, source_kind="paper", score=0.82, sources=(url, "doc:x.md"),
+                            text="Cache-oblivious blocking of the counter update loop "
+                                 "keeps the working set in L1 and halves the misses")]
+    buf = io.StringIO()
+    print_hypotheses(Console(file=buf, width=80, force_terminal=False), hyps)
+    out = buf.getvalue()
+    assert url in out and "…" not in out
+    assert "halves the misses" in out.replace("\n", " ")
+
+
+def test_log_pages_newest_first_with_setup_seconds(ran_target: Path) -> None:
+    proc = assay_cli("log", "-C", str(ran_target), "--limit", "2", "--offset", "1")
+    assert proc.returncode == 0, proc.stderr
+    ids = [ln.split()[0] for ln in proc.stdout.splitlines()[1:]]
+    assert ids == ["e0005", "e0004"]
+    assert "setup" in proc.stdout.splitlines()[0]
+    assert re.search(r" \d+\.\d s  ", proc.stdout.splitlines()[1])
+    oldest = assay_cli("log", "-C", str(ran_target), "--oldest").stdout.splitlines()[1:]
+    assert [ln.split()[0] for ln in oldest] == [f"e000{i}" for i in range(1, 7)]
+    assert assay_cli("log", "-C", str(ran_target), "--limit", "-1").returncode == 2
+
+
+def test_show_gives_each_blocks_build_and_checks_time(ran_target: Path) -> None:
+    proc = assay_cli("show", "e0001", "-C", str(ran_target))
+    assert proc.returncode == 0, proc.stderr
+    blocks = [ln for ln in proc.stdout.splitlines() if re.match(r"^  e0001-b\d ", ln)]
+    assert blocks, proc.stdout
+    for ln in blocks:
+        assert re.search(r"wall \d+\.\d\d s, (build \d|build\+checks \d)", ln), ln
