@@ -108,8 +108,8 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
     finally:
         printer.close()
     printer.summary(summary, target.metric.name, target.metric.unit, target.metric.direction)
-    if printer.signalled:
-        raise typer.Exit(130)
+    if printer.exit_code:
+        raise typer.Exit(printer.exit_code)
     if summary.failed:
         raise typer.Exit(1)
 

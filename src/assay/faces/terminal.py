@@ -26,7 +26,9 @@ STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cras
          "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
          "rebase": "magenta"}
 # Events printed without -v: the ones a user must act on or would want to know once.
-QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock"})
+QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
+                          "stop", "resume"})
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
 
 
@@ -114,7 +116,7 @@ class RunPrinter:
         self.done = done_before
         self.journal_path = journal_path
         self.out = out
-        self.signalled = False
+        self.signalled = ""  # the signal's name, once one asked the run to stop
         self.printed_errors: list[str] = []
         self._decided: set[str] = set()
         self._progress: Progress | None = None
@@ -172,7 +174,7 @@ class RunPrinter:
 
     def on_event(self, kind: str, message: str, exp: Experiment | None) -> None:
         if kind == "signal":
-            self.signalled = True
+            self.signalled = message.split(":", 1)[0]
         self._bar()
         if (exp is not None and kind in DECIDED and exp.state.is_finished()
                 and exp.id not in self._decided):
@@ -199,6 +201,11 @@ class RunPrinter:
         style = "dim" if kind in ("measure", "queued") else STYLE.get(kind, "")
         prefix = {"error": "error: ", "warn": "warning: "}.get(kind, "")
         self._print(prefix + message, style)
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number after a signal stopped the run (130 for Ctrl-C), else 0."""
+        return SIGNAL_EXIT.get(self.signalled, 130) if self.signalled else 0
 
     # -- the end -----------------------------------------------------------------------
     def summary(self, s: Summary, metric: str, unit: str, direction: Direction) -> None:
