@@ -11,6 +11,7 @@ from assay import finalize as fin
 from assay.cli import app
 from assay.errors import FinalizeError
 from assay.finalize import branches, grouping
+from assay.finalize.pr import NOT_ALONE
 from assay.journal import Journal
 
 from .finalize_kit import edit, git, make_repo, refs, run_queue
@@ -155,8 +156,44 @@ def test_a_groups_file_replaces_the_proposal_and_is_checked(tmp_path: Path) -> N
     out = CliRunner().invoke(app, ["finalize", "-C", str(root), "--no-measure"])
     assert out.exit_code == 0, out.output
     assert branches.rev(root, "refs/heads/assay/opt-pr/all-of-it") is None
+    folder = root / ".assay" / "finalize" / "opt"
+    assert sorted(p.parent.name for p in folder.glob("*/PR.md")) == ["a-py-the-fast-path",
+                                                                     "b-py"]
     assert branches.rev(root, "refs/heads/assay/opt-pr/b-py") is not None
 
 
 def _journal(root: Path) -> Journal:
     return Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+
+
+def test_redundant_groups_are_flagged_and_a_hand_made_commit_is_kept(tmp_path: Path) -> None:
+    # Either knob gives the same x1.5 and together they give no more: each stands alone,
+    # and neither matters in the final tree. The benchmark has no spread at all here.
+    root = make_repo(tmp_path / "repo", {})
+    bench = (root / "bench.py").read_text()
+    bench = bench.replace("if a.FAST_A:\n    speed *= 1.5\nif b.FAST_B:\n    speed *= 1.3\n",
+                          "if a.FAST_A or b.FAST_B:\n    speed *= 1.5\n")
+    bench = bench.replace("speed *= 1 + random.Random().uniform(-0.005, 0.005)\n", "")
+    (root / "bench.py").write_text(bench)
+    git(root, "commit", "-qam", "either knob")
+    run_queue(root, [("a.py: the fast path", edit(root, "a.py", "FAST_A = False",
+                                                  "FAST_A = True"))])
+    # a commit made by hand on the run branch, not by the loop
+    git(root, "checkout", "-q", "assay/opt")
+    (root / "b.py").write_text((root / "b.py").read_text().replace("FAST_B = False",
+                                                                   "FAST_B = True"))
+    git(root, "commit", "-qam", "b: the same trick by hand")
+    git(root, "checkout", "-q", "main")
+    res = fin.finalize(root, reviewer=None)
+
+    a, b = res.outcomes
+    assert b.group.changes[0].experiment == "" and b.group.title == "b: the same trick by hand"
+    for o in (a, b):
+        assert o.alone is not None and o.alone.effect is not None
+        assert abs(o.alone.effect - 0.5) < 1e-9 and o.alone.distinguishable
+        assert o.without is not None and o.without.effect == 0.0
+        assert not o.without.distinguishable
+        assert o.flags == [f"{NOT_ALONE} in the final tree: leaving it out of the final tree "
+                           "changes it by +0.00% [+0.00%, +0.00%], which includes zero"]
+        assert NOT_ALONE in (res.folder / o.group.slug / "PR.md").read_text()
+    assert f"| {NOT_ALONE} in the final tree" in (res.folder / "CHANGES.md").read_text()

@@ -207,6 +207,12 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
             if g.get("branch") and g["branch"] not in current:
                 refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
                 report(f"removed {g['branch']}, made by an earlier finalize")
+        slugs = {o.group.slug for o in outcomes}
+        for old in folder.glob("*/PR.md"):
+            if old.parent.name not in slugs:
+                old.unlink()  # the text of a group an earlier finalize made
+                if not any(old.parent.iterdir()):
+                    old.parent.rmdir()
         changes_text = pr.changes_md(outcomes, target, run, base, notes, fp)
         (folder / "CHANGES.md").write_text(changes_text)
         journal.set_meta(f"finalize:{run}", {
