@@ -482,6 +482,23 @@ class Journal:
         return [Hypothesis(r["id"], r["text"], tuple(json.loads(r["sources"])), r["source_kind"],
                            r["status"], r["score"], r["created_at"]) for r in rows]
 
+    def update_hypothesis(self, hid: int, text: str, sources: Sequence[str],
+                          score: float) -> None:
+        """New evidence for a stored hypothesis: its id and status stay, the rest moves.
+
+        The text stays as it was where another hypothesis already holds the new one.
+        """
+        text = text.strip()
+        with self.tx():
+            clash = self.conn.execute("SELECT id FROM hypotheses WHERE text = ? AND id != ?",
+                                      (text, hid)).fetchone()
+            if clash:
+                self.conn.execute("UPDATE hypotheses SET sources = ?, score = ? WHERE id = ?",
+                                  (_dumps(list(sources)), score, hid))
+            else:
+                self.conn.execute("UPDATE hypotheses SET text = ?, sources = ?, score = ? "
+                                  "WHERE id = ?", (text, _dumps(list(sources)), score, hid))
+
     def set_hypothesis_status(self, hid: int, status: str) -> None:
         with self.tx():
             self.conn.execute("UPDATE hypotheses SET status = ? WHERE id = ?", (status, hid))

@@ -186,6 +186,9 @@ class Loop:
 
     # -- ask -----------------------------------------------------------------------
     def context(self) -> ProposalContext:
+        from .research import after_wave
+
+        after_wave(self.target, self.journal)  # what the last wave showed, into the brief
         inc = self.incumbent
         cal = self.journal.get_meta("calibration") or {}
         brief = ""

@@ -147,7 +147,7 @@ def test_samples_count_for_the_deepest_frame_in_the_target(tmp_path: Path) -> No
 def test_native_symbols_point_at_their_definition(tmp_path: Path) -> None:
     import platform
 
-    from assay.research import _locate_symbols
+    from assay.research.focus import locate_symbols as _locate_symbols
     from assay.research.gaps import collect
     from assay.research.profile import HotSpot, ProfileResult
 

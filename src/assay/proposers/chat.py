@@ -11,9 +11,10 @@ The SDKs' own retries are switched off (``max_retries=0``) so that assay owns th
 and can count attempts: 408, 409, 429 and 5xx replies and connection failures are retried
 with exponential backoff (1 s, 2 s, 4 s ... plus jitter), a ``Retry-After`` /
 ``retry-after-ms`` header replaces the computed delay, and every delay is capped at
-``max_backoff_s``. After ``http_retries`` retries, or on any other error (401, 403, 404,
-400 ...), :class:`~assay.errors.ProposerError` is raised with the status and the server's
-message: those are configuration problems, not something a re-ask could fix.
+``max_backoff_s`` (the one policy of :mod:`assay.retry`). After ``http_retries``
+retries, or on any other error (401, 403, 404, 400 ...),
+:class:`~assay.errors.ProposerError` is raised with the status and the server's message:
+those are configuration problems, not something a re-ask could fix.
 
 The API key is read from the environment variable the config names, at construction;
 it is never written anywhere.
@@ -21,8 +22,6 @@ it is never written anywhere.
 
 from __future__ import annotations
 
-import email.utils
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ProposerError, require
+from ..retry import backoff_delay, retry_after
 
 PROVIDERS = ("openai", "anthropic")
 DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1",
@@ -88,7 +88,7 @@ class ChatClient(ABC):
             try:
                 reply = self._call(system, messages)
             except Exception as exc:  # classified below; unknown errors re-raise
-                status, retry_after, detail = self._classify(exc)
+                status, wait_s, detail = self._classify(exc)
                 retryable = status is None or status in RETRY_STATUS or 500 <= status <= 599
                 if not retryable or attempt > s.http_retries:
                     what = f"HTTP {status}" if status is not None else "connection failed"
@@ -96,7 +96,7 @@ class ChatClient(ABC):
                     raise ProposerError(
                         f"{s.provider} endpoint {s.base_url} (model {s.model}): {what}"
                         f"{tail}: {detail}") from exc
-                delay = backoff_delay(attempt, retry_after, s.max_backoff_s)
+                delay = backoff_delay(attempt, wait_s, s.max_backoff_s)
                 self.delays.append(delay)
                 self.sleep(delay)
                 continue
@@ -120,45 +120,13 @@ class ChatClient(ABC):
             client.close()
 
 
-def backoff_delay(attempt: int, retry_after: float | None, cap: float) -> float:
-    """The delay before retry number ``attempt``: Retry-After when given, else 2^(k-1) s."""
-    if retry_after is not None:
-        return max(0.0, min(retry_after, cap))
-    base = 2.0 ** (attempt - 1)
-    return min(cap, base + random.uniform(0, base / 4))
-
-
-def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def _status_info(exc: Exception, status_error: type, conn_error: type
                  ) -> tuple[int | None, float | None, str]:
     if isinstance(exc, status_error):
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
         status = int(getattr(exc, "status_code", 0))
-        return status, parse_retry_after(headers), _short(str(getattr(exc, "message", exc)))
+        return status, retry_after(headers), _short(str(getattr(exc, "message", exc)))
     if isinstance(exc, conn_error):
         return None, None, _short(str(exc) or type(exc).__name__)
     raise exc

@@ -24,6 +24,9 @@ def research_command(
                                  help="Do not search arXiv or GitHub, and clone nothing."),
     no_profile: bool = typer.Option(False, "--no-profile",
                                     help="Do not run the benchmark under a profiler."),
+    measure: bool = typer.Option(False, "--measure",
+                                 help="Measure this machine's peaks even where the hardware "
+                                 "table knows them."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Read before proposing: profile, compare implementations, rank hypotheses.
@@ -46,7 +49,8 @@ def research_command(
 
                 result = run_research(target, journal, extra_sources=tuple(source),
                                       offline=True if offline else None,
-                                      profile=not no_profile, progress=progress)
+                                      profile=not no_profile, progress=progress,
+                                      measure=True if measure else None)
         finally:
             journal.close()
     except AssayError as exc:

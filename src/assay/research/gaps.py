@@ -9,9 +9,14 @@ the same project — by the features each one's source shows:
     ``op_prefixes``), normalized to the op's own name (``rms_norm``). A prefix with one
     or two members is a macro, not an enum (``GGML_TENSOR_BINARY_OP_LOCALS``).
 ``fusion``
-    a list of two or more ops written together near code that talks about fusing
-    (``if (can_fuse(g, i, { GGML_OP_RMS_NORM, GGML_OP_MUL }))``; a range-for over a list
-    is a loop, not a fusion), or a defined function or kernel whose name is two or more
+    a brace list of two or more ops, read whole however many lines it spans, that is an
+    argument of a call about fusing (``can_fuse(g, i, { GGML_OP_RMS_NORM, GGML_OP_MUL })``),
+    initializes a variable named for fusing or passed to such a call, or sits in a
+    function or file named for fusing (a range-for over a list is a loop, not a fusion).
+    A generic ``UNARY`` or ``GLU`` step takes the kind the call names in a second list
+    (``{ GGML_UNARY_OP_SILU }``); view-only steps (``VIEW``, ``RESHAPE``, ...) are dropped
+    and repeats collapsed, so one fusion has one key however a backend spells it. Or a
+    defined function or kernel whose name is two or more
     op names joined (``rms_norm_mul``, ``kernel_rms_norm_mul_f32``,
     ``fused_add_rms_norm``). Where the code has an op enum, such a name counts only when
     it says "fuse" (in the name or the lines above) or a written op list confirms it, so
@@ -21,6 +26,11 @@ the same project — by the features each one's source shows:
     a defined function or kernel whose name mentions an op, normalized across backends by
     dropping backend, precision and plumbing words (``ggml_cuda_op_rms_norm`` and
     ``ggml_compute_forward_rms_norm`` are both ``rms_norm``).
+
+String literals and comments are blanked before anything is read as an op, so an
+environment variable (``getenv("GGML_OP_OFFLOAD_MIN_BATCH")``) is no op; neither is a
+name a ``#define`` gives. A kernel another side has is a gap only where one of its ops is
+missing from the lacking side (``rope_norm`` is a variant of ROPE, not a missing kernel).
 
 Text-level, language-agnostic, and approximate by design: a feature is "present" when the
 source names it; each one carries the lines that show it so a reader can check.
@@ -45,7 +55,14 @@ _C_DEF = re.compile(
 _HOST_NAME = re.compile(r"host_name\(\s*\"([A-Za-z_]\w*)\"\s*\)")
 _KERNEL_DEF = re.compile(r"^\s*(?:static\s+)?(?:__global__|kernel|__kernel)\s+\w+\s+"
                          r"([A-Za-z_]\w*)\s*\(")
-_OP_LIST = re.compile(r"[{\[]\s*((?:[A-Z][A-Z0-9_]*\s*,\s*){1,11}[A-Z][A-Z0-9_]*)\s*,?\s*[}\]]")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+_IDENT_LIST = re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)+\s*,?\s*$")
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.M)
+_STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/',
+                                re.S)
+_APPENDERS = frozenset({"insert", "push_back", "emplace_back", "append", "extend"})
+VIEW_OPS = frozenset({"view", "reshape", "permute", "transpose", "none"})
+KIND_STEPS = {"unary": "UNARY_OP_", "glu": "GLU_OP_"}  # a generic step -> its kinds' infix
 
 # Words that say where or how a function runs, not what it computes.
 _NOISE_TEXT = """
@@ -55,7 +72,7 @@ encode exec execute apply call invoke wrapper helper internal generic ref refere
 simd avx avx2 avx512 avx512f neon sve sse sse3 rvv vsx wasm amx blas mkl cublas mps np numpy
 torch jax triton tl py cpp cc cu cuh f32 f16 bf16 fp32 fp16 fp8 fp64 f64 i8 i16 i32 i64 u8
 q8 q4 q5 q6 q2 q3 k0 k1 float half double int t tt x4 x8 v1 v2 v3 vec4 static inline
-fused fuse fusion the a an
+fused fuse fusion the a an supports support vec backend
 """
 NOISE = frozenset(_NOISE_TEXT.split())
 FUSE_WORDS = frozenset({"fused", "fuse", "fusion"})
@@ -103,6 +120,8 @@ class Side:
     defs: list[tuple[str, Evidence]] = field(default_factory=list)  # defined functions
     fuse_context: set[str] = field(default_factory=set)  # cites of defs near "fuse"
     op_prefixes: dict[str, set[str]] = field(default_factory=dict)  # op -> enum prefixes
+    paths: dict[str, Path] = field(default_factory=dict)  # citation path -> file
+    macros: set[str] = field(default_factory=set)  # names a #define gives
     _finished: bool = False
 
     def feature(self, kind: str, key: str, parts: tuple[str, ...] = ()) -> Feature:
@@ -204,40 +223,140 @@ def collect(root: Path, label: str, *, files: Sequence[Path] | None = None,
         except ValueError:
             rel = path.name
         cite = f"{prefix}/{rel}" if prefix else rel
+        side.paths[cite] = path
         lines = text.splitlines()
-        for i, line in enumerate(lines, 1):
+        code = blank_strings(text)
+        code_lines = code.splitlines()
+        macros = set(_DEFINE.findall(code))
+        side.macros |= macros
+        file_fuses = "fus" in path.name.lower()
+        for i, (line, cline) in enumerate(zip(lines, code_lines, strict=False), 1):
             ev = None
-            for name, pfx, op in _ops_in(line, prefix_re):
+            for name, pfx, op in _ops_in(cline, prefix_re):
+                if name in macros:
+                    continue
                 ev = ev or Evidence(cite, i, line.strip()[:160])
                 side.feature("op", op).add(name, ev)
                 side.op_prefixes.setdefault(op, set()).add(pfx)
-            for m in _OP_LIST.finditer(line):
-                if not _fusion_context(lines, i - 1, line[:m.start()]):
-                    continue
-                items = [s.strip() for s in m[1].split(",")]
-                ops = [_op_of(s, prefix_re) for s in items]
-                if len(ops) >= 2 and all(ops):
-                    parts = tuple(o for o in ops if o)
-                    ev = Evidence(cite, i, line.strip()[:160])
-                    side.feature("fusion", "+".join(parts), parts).add(m[0], ev)
             names = [m[1] for m in _HOST_NAME.finditer(line)]
-            defined = _definition(line, path.suffix)
+            defined = _definition(cline, path.suffix)
             if defined:
                 names.append(defined)
             for nm in names:
                 defs.append((nm, Evidence(cite, i, line.strip()[:160])))
             if names and any("fus" in ln.lower() for ln in lines[max(0, i - 3): i]):
                 side.fuse_context.add(f"{cite}:{i}")  # the line or the two above it
+        file_defs = [(nm, ev.line) for nm, ev in defs if ev.path == cite]
+        for parts, names_, at in fusion_lists(code, prefix_re, file_defs, file_fuses):
+            ev = Evidence(cite, at, lines[at - 1].strip()[:160] if at <= len(lines) else "")
+            side.feature("fusion", "+".join(parts), parts).add(names_, ev)
     side.defs = defs
     return side
 
 
-def _fusion_context(lines: Sequence[str], idx: int, before: str) -> bool:
-    """An op list is a fusion when code near it talks about fusing, and it is no loop."""
-    if re.search(r"\bfor\s*\(.*:\s*$", before):
-        return False
-    window = lines[max(0, idx - 6): idx + 7]
-    return any("fus" in ln.lower() for ln in window)
+def blank_strings(text: str) -> str:
+    """``text`` with string literals and comments blanked (newlines and lengths kept)."""
+    def blank(m: re.Match[str]) -> str:
+        return "".join(c if c == "\n" else " " for c in m[0])
+    return _STRING_OR_COMMENT.sub(blank, text)
+
+
+def fusion_parts(ops: Sequence[str], kinds: Sequence[str] = ()) -> tuple[str, ...]:
+    """The key parts of a fused op list: generic steps take the named kinds in order,
+    view-only steps drop out, and a run of one op counts once (twice if alone)."""
+    named = list(kinds)
+    steps: list[str] = []
+    for op in ops:
+        if op in KIND_STEPS and named:
+            op = named.pop(0)
+        if op not in VIEW_OPS:
+            steps.append(op)
+    out: list[str] = []
+    for op in steps:
+        if not out or out[-1] != op:
+            out.append(op)
+    if len(out) == 1 and len(steps) >= 2:
+        out.append(out[0])
+    return tuple(out)
+
+
+def _callee(code: str, pos: int) -> str:
+    """The name of the call whose argument list holds ``pos`` ('' when none)."""
+    depth = 0
+    i = pos - 1
+    while i >= 0:
+        ch = code[i]
+        if ch in ")]}":
+            depth += 1
+        elif ch in "([{":
+            if depth == 0:
+                if ch != "(":
+                    return ""
+                m = re.search(r"([A-Za-z_]\w*)\s*$", code[max(0, i - 200):i])
+                return m[1] if m else ""
+            depth -= 1
+        elif ch == ";" and depth == 0:
+            return ""
+        i -= 1
+    return ""
+
+
+def _call_args_end(code: str, pos: int) -> int:
+    """Where the call holding ``pos`` closes (its matching parenthesis)."""
+    depth = 0
+    for i in range(pos, min(len(code), pos + 2000)):
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return i
+            depth -= 1
+    return pos
+
+
+def fusion_lists(code: str, prefix_re: re.Pattern[str] | None,
+                 defs: Sequence[tuple[str, int]], file_fuses: bool
+                 ) -> list[tuple[tuple[str, ...], str, int]]:
+    """(parts, the list as written, line) for each fused op list in a file's code."""
+    out: list[tuple[tuple[str, ...], str, int]] = []
+    for m in _BRACES.finditer(code):
+        inner = m[1]
+        if not _IDENT_LIST.match(inner):
+            continue
+        items = [t.strip() for t in inner.split(",") if t.strip()]
+        ops = [_op_of(t, prefix_re) for t in items]
+        if len(ops) < 2 or not all(ops) or any(
+                any(infix in t for infix in KIND_STEPS.values()) for t in items):
+            continue
+        before = code[max(0, m.start() - 300):m.start()]
+        if re.search(r"\bfor\s*\([^;]*:\s*$", before):
+            continue  # a range-for over a list is a loop
+        line = code.count("\n", 0, m.start()) + 1
+        callee = _callee(code, m.start())
+        if callee in _APPENDERS:
+            continue  # a piece of a list built elsewhere
+        var = re.search(r"([A-Za-z_]\w*)\s*(\[\s*\d*\s*\])?\s*=\s*$", before)
+        fused = "fus" in callee.lower() or (var is not None and (
+            "fus" in var[1].lower() or re.search(
+                rf"\w*fus\w*\s*\([^;]*\b{re.escape(var[1])}\b", code, re.I) is not None))
+        if not fused:
+            owner = max((d for d in defs if d[1] <= line), key=lambda d: d[1], default=None)
+            fused = file_fuses or (owner is not None and "fus" in owner[0].lower())
+        if not fused:
+            continue
+        kinds: list[str] = []
+        if callee:
+            tail = code[m.end():_call_args_end(code, m.end())]
+            for km in _BRACES.finditer(tail):
+                for t in km[1].split(","):
+                    em = _ENUM_OP.fullmatch(t.strip())
+                    if em and any(infix in em[1] for infix in KIND_STEPS.values()):
+                        kinds.append(_op_name(em[2]))
+        parts = fusion_parts([o for o in ops if o], kinds)
+        if len(parts) >= 2:
+            out.append((parts, "{" + ", ".join(items) + "}", line))
+    return out
 
 
 USER_PREFIX = "<declared>"
@@ -268,9 +387,11 @@ def _prune_ops(sides: Sequence[Side]) -> None:
              if p == USER_PREFIX or len(ops) >= MIN_ENUM_MEMBERS}
     if members:  # the largest family is the op enum even in a small code base
         valid.add(max(members, key=lambda p: (len(members[p]), p)))
+    macros = {m for s in sides for m in s.macros}
     for s in sides:
         for op, prefixes in s.op_prefixes.items():
-            if not prefixes & valid:
+            feat = s.features.get(("op", op))
+            if not prefixes & valid or (feat is not None and feat.names <= macros):
                 s.features.pop(("op", op), None)
 
 
@@ -335,13 +456,14 @@ def finish(sides: Sequence[Side]) -> None:
             fuse_word = bool(set(split_words(name)) & FUSE_WORDS) or \
                 ev.cite in s.fuse_context
             is_fusion = bool(parts) and len(parts or ()) >= 2 and (
-                not has_enum or fuse_word or "+".join(parts or ()) in listed)
+                not has_enum or fuse_word or "+".join(parts or ()) in listed) and (
+                not has_enum or all(p in enum_ops for p in parts or ()))
             if parts and is_fusion:
                 s.feature("fusion", "+".join(parts), parts).add(name, ev)
             elif (parts or fuse_word) and (
                     not has_enum or any(p in enum_ops for p in parts or ())):
                 key = "_".join(words)
-                s.feature("kernel", key).add(name, ev)
+                s.feature("kernel", key, tuple(parts or ())).add(name, ev)
 
 
 def segment(words: tuple[str, ...], vocab: frozenset[tuple[str, ...]],
@@ -389,6 +511,7 @@ def compare(a: Side, b: Side) -> GapReport:
 def _missing(have: Side, lack: Side) -> list[Gap]:
     gaps: list[Gap] = []
     lack_ops = lack.keys("op") | lack.keys("kernel")
+    enum_ops = have.keys("op") | lack.keys("op")
     lack_fusions = {f.parts: f for (kd, _), f in lack.features.items() if kd == "fusion"}
     for (kind, key), feat in sorted(have.features.items()):
         if lack.get(kind, key) is not None:
@@ -415,12 +538,22 @@ def _missing(have: Side, lack: Side) -> list[Gap]:
         elif kind == "op":
             gaps.append(Gap(kind, key, have.label, lack.label, tuple(feat.evidence),
                             note=f"{lack.label} never names this op"))
-        elif kind == "kernel" and key not in lack_ops:
+        elif kind == "kernel" and key not in lack_ops and _missing_op(feat, enum_ops,
+                                                                        lack_ops):
             gaps.append(Gap(kind, key, have.label, lack.label, tuple(feat.evidence),
                             note=f"no function of {lack.label} normalizes to '{key}'"))
     order = {"fusion": 0, "op": 1, "kernel": 2}
     gaps.sort(key=lambda g: (order[g.kind], not g.parts_present, g.key.count("+"), g.key))
     return gaps
+
+
+def _missing_op(feat: Feature, enum_ops: set[str], lack_ops: set[str]) -> bool:
+    """A kernel is a gap only where it computes an op the lacking side lacks; one whose
+    ops the lacking side all has is a variant or plumbing (``rope_norm``,
+    ``convert_unary_cont``, ``get_dm_scale``)."""
+    parts = feat.parts or tuple(feat.key.split("+"))
+    ops = [p for p in parts if p in enum_ops] if enum_ops else list(parts)
+    return any(p not in lack_ops for p in ops)
 
 
 def _is_sub(short: tuple[str, ...], long: tuple[str, ...]) -> bool:

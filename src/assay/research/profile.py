@@ -155,6 +155,7 @@ def profile_command(cmd: str, root: Path, *, env: Mapping[str, str] | None = Non
             res.notes = result.notes
             result = res
             break
+    judge(result)
     if not result.ok:
         result.notes.append("no profiler produced samples: hot spots are unknown")
     if torch and python:
@@ -162,6 +163,37 @@ def profile_command(cmd: str, root: Path, *, env: Mapping[str, str] | None = Non
         result.notes.extend(tres.notes)
         result.operators = tres.operators
     return result
+
+
+_IDLE = re.compile(
+    r"(^|_)(idle|spin|schedule|futex|sched_yield|nanosleep|clock_nanosleep|epoll_wait|"
+    r"poll|select|pthread_cond_\w*wait|sem_wait|usleep|sleep|wait4|waitpid|"
+    r"read|write|do_syscall\w*|entry_syscall\w*|syscall)(_|$)|^_raw_spin|^\[k\]")
+DOMINATED = 0.5  # kernel + idle share from which the profile is not the program's
+
+
+def judge(result: ProfileResult) -> None:
+    """Honest results: a failed run gives no hot spots, and a profile that is mostly
+    kernel or idle frames says so."""
+    code = result.exit_code
+    if code not in (0, None) and (result.hotspots or result.operators):
+        result.hotspots = []
+        result.operators = []
+        result.notes.append(
+            f"the benchmark exited with {code} under {result.profiler}: no hot spots, "
+            "because a failing run's profile is not the benchmark's (run it by hand and "
+            "fix it, or check the command in [commands] bench)")
+        return
+    if not result.hotspots:
+        return
+    idle = sum(h.share for h in result.hotspots
+               if not h.in_target and (h.file in ("[kernel.kallsyms]", "[kernel]") or
+                                       _IDLE.search(h.function.split("(")[0])))
+    if idle >= DOMINATED:
+        result.notes.append(
+            f"the profile is dominated by kernel or idle frames ({idle:.0%} of samples): "
+            "the benchmark mostly waits (I/O, locks, sleeping threads) or the profiler "
+            "sampled something else; its own hot spots are small")
 
 
 def _run(argv: Sequence[str], root: Path, env: Mapping[str, str], timeout_s: float
@@ -222,8 +254,6 @@ def _run_py_spy(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float, 
         if "ptrace" in log.lower() or "permission" in log.lower():
             why = "py-spy cannot attach (ptrace not permitted): " + why
         res.notes.append(f"py-spy gave no samples ({why}): falling back")
-    elif rc not in (0, None):
-        res.notes.append(f"the benchmark exited with {rc} under py-spy; profile may be partial")
     return res
 
 

@@ -5,7 +5,8 @@ Both are thin: one GET per query through :class:`HttpClient`, which
 * answers from the disk cache (``.assay/research/cache``) while an entry is fresh,
 * waits so two requests to one client are at least ``min_interval_s`` apart (arXiv asks
   for three seconds),
-* on 429 or 503 waits ``Retry-After`` seconds (or an exponential backoff) and retries,
+* on 429 or 503 waits ``Retry-After`` seconds (or an exponential backoff) and retries
+  (the one policy of :mod:`assay.retry`),
 * raises :class:`RemoteUnavailable` with a message naming the service, the URL and the
   cause when the network or the service cannot be reached. Research catches it and
   carries on with the local sources; it is never a crash.
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AssayError
+from ..retry import backoff_delay, retry_after
 
 ARXIV_URL = "https://export.arxiv.org/api/query"
 GITHUB_URL = "https://api.github.com"
@@ -125,10 +127,8 @@ class HttpClient:
                     body = resp.read().decode("utf-8", errors="replace")
             except urllib.error.HTTPError as exc:
                 if exc.code in (429, 503) and attempt < self.retries:
-                    wait = _retry_after(exc.headers.get("Retry-After"))
-                    if wait is None:
-                        wait = self.backoff_s * (2 ** attempt)
-                    wait = min(wait, self.max_wait_s)
+                    wait = backoff_delay(attempt + 1, retry_after(exc.headers),
+                                         self.max_wait_s, base=self.backoff_s, jitter=False)
                     self.waits.append(wait)
                     self.sleep(wait)
                     attempt += 1
@@ -153,22 +153,6 @@ class HttpClient:
 def _base(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class ArxivClient:

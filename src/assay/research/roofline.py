@@ -1,7 +1,13 @@
 """Roofline placement: is the work compute-bound or memory-bound, and how far from the roof.
 
-Peaks come from :mod:`assay.hardware` (the one table of devices); ``[research]`` may
-override them for a device the table does not know (``peak_flops``, ``bandwidth``).
+Peaks come from ``[research]`` when declared (``peak_flops``, ``bandwidth``), else from
+:mod:`assay.hardware` (the one table of devices), else, for the device research runs on
+(or always with ``measure``), from measuring it (:mod:`.peaks`): a STREAM triad and a
+matmul, cached per machine. With both a table row and a measurement the brief shows both.
+
+Each hot spot is classified on its own where its op's work per element is known
+(:func:`op_bound`: elementwise ops, norms, softmax, copies, batch-1 matrix-vector
+products), else by the whole-benchmark estimate.
 
 Operational intensity needs the work per unit of the metric. Two ways to get it:
 
@@ -21,8 +27,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import hardware
+from .peaks import Peaks, measured
 
 # bits per weight of common storage formats (block formats include their scales)
 _BITS = (
@@ -57,7 +65,9 @@ class Roof:
     peak_flops: float | None
     bandwidth: float | None
     precision: str
-    basis: str  # "hardware table: <chip>", "declared in [research]", or why unknown
+    basis: str  # "hardware table: <chip>", "declared in [research]", "measured ...", or why
+    table_flops: float | None = None  # the vendor figure, where the table has one
+    table_bandwidth: float | None = None
 
     @property
     def ridge(self) -> float | None:
@@ -111,11 +121,17 @@ def workload(flops: float | None, nbytes: float | None, model: str) -> Workload:
 
 
 def roof(device: str = "", precision: str = "", peak_flops: float | None = None,
-         bandwidth: float | None = None) -> Roof:
-    """The roof for ``device`` (a name), or for the first device detected here."""
+         bandwidth: float | None = None, *, measure: bool = False,
+         cache_dir: Path | None = None) -> Roof:
+    """The roof for ``device`` (a name), or for the first device detected here.
+
+    The detected device is measured when the table has no row for it, or with
+    ``measure``; a named device is never measured (it may not be this machine).
+    """
     name = device
     kind = ""
     chip = None
+    detected = not name
     if name:
         chip = hardware.lookup(name)
         kind = chip.kind if chip else ""
@@ -128,12 +144,12 @@ def roof(device: str = "", precision: str = "", peak_flops: float | None = None,
         if dev is not None:
             name, chip, kind = dev.name, dev.chip, dev.kind
     prec = precision or ("bf16" if kind == "gpu" else "fp32")
-    peak = peak_flops
-    bw = bandwidth
-    if chip is not None:
-        peak = peak if peak is not None else chip.peak(prec)
-        bw = bw if bw is not None else chip.bandwidth
-    if peak_flops is not None or bandwidth is not None:
+    table_peak = chip.peak(prec) if chip is not None else None
+    table_bw = chip.bandwidth if chip is not None else None
+    declared = peak_flops is not None or bandwidth is not None
+    peak = peak_flops if peak_flops is not None else table_peak
+    bw = bandwidth if bandwidth is not None else table_bw
+    if declared:
         basis = "declared in [research]" + (f" and hardware table ({chip.name})" if chip
                                             else "")
     elif chip is not None:
@@ -141,7 +157,79 @@ def roof(device: str = "", precision: str = "", peak_flops: float | None = None,
     else:
         basis = (f"{name or 'this device'} is not in the hardware table: peaks unknown "
                  "(declare peak_flops and bandwidth in [research])")
-    return Roof(name or "unknown device", peak, bw, prec, basis)
+    want = detected and (measure or peak is None or bw is None)
+    if want and not (peak_flops is not None and bandwidth is not None):
+        got = measured("gpu" if kind == "gpu" else "cpu", where=cache_dir)
+        if got is not None:
+            peak, bw, basis = _with_measured(got, prec, peak_flops, bandwidth, chip)
+    return Roof(name or "unknown device", peak, bw, prec, basis, table_peak, table_bw)
+
+
+def _with_measured(got: Peaks, prec: str, peak_flops: float | None,
+                   bandwidth: float | None, chip: hardware.Chip | None
+                   ) -> tuple[float | None, float | None, str]:
+    rate = got.flops.get(prec) or got.flops.get("fp32")
+    used = prec if prec in got.flops else "fp32"
+    peak = peak_flops if peak_flops is not None else (rate.value if rate else None)
+    bw = bandwidth if bandwidth is not None else (got.bandwidth.value if got.bandwidth
+                                                  else None)
+    parts = []
+    if got.bandwidth is not None:
+        parts.append(f"bandwidth {got.bandwidth.value / 1e9:.3g} GB/s (spread "
+                     f"{got.bandwidth.spread:.1%}; {got.bandwidth.method})")
+    if rate is not None:
+        parts.append(f"{used} {rate.value / 1e9:.4g} GFLOP/s (spread {rate.spread:.1%}; "
+                     f"{rate.method})")
+    basis = f"measured on this machine, cache {got.fingerprint}: " + "; ".join(parts)
+    if chip is not None:
+        basis += f"; hardware table ({chip.name}) for comparison"
+    return peak, bw, basis
+
+
+# FLOP and bytes per element of f32 tensors, by op family: (flop, bytes, how counted)
+_OP_WORK: tuple[tuple[frozenset[str], float, float, str], ...] = (
+    (frozenset({"add", "sub", "mul", "div", "add1", "add_id"}), 1, 12,
+     "1 FLOP per element, two reads and a write"),
+    (frozenset({"scale", "silu", "gelu", "gelu_quick", "gelu_erf", "relu", "tanh", "exp",
+                "sigmoid", "neg", "abs", "sqr", "sqrt", "log", "sin", "cos", "clamp",
+                "leaky_relu", "hardswish", "hardsigmoid", "elu", "step", "softplus",
+                "swiglu", "geglu", "reglu", "glu", "swiglu_oai", "unary"}), 4, 8,
+     "about 4 FLOP per element, a read and a write"),
+    (frozenset({"rms_norm", "norm", "group_norm", "l2_norm", "rms_norm_back",
+                "norm_mul", "layer_norm"}), 3, 12,
+     "3 FLOP per element over two passes that read and one write"),
+    (frozenset({"soft_max", "softmax", "soft_max_back", "log_softmax"}), 5, 16,
+     "5 FLOP per element (max, subtract, exp, sum, scale) over three passes"),
+    (frozenset({"rope", "rope_back", "rope_multi"}), 6, 8,
+     "6 FLOP per element, a read and a write"),
+    (frozenset({"sum", "sum_rows", "mean", "argmax", "count_equal", "cumsum"}), 1, 4,
+     "1 FLOP per element read"),
+    (frozenset({"cpy", "dup", "cont", "get_rows", "set_rows", "concat", "transpose",
+                "permute", "repeat", "pad", "acc", "set", "view", "reshape"}), 0, 8,
+     "no arithmetic: data movement only"),
+)
+
+
+def op_bound(op: str, r: Roof | None, work: Workload | None = None
+             ) -> tuple[str, str] | None:
+    """(bound, the numbers) for one op on this roof, or None where its work is unknown."""
+    if r is None or r.ridge is None:
+        return None
+    key = op.lower()
+    if key in ("mul_mat", "mul_mat_id", "matmul", "gemv", "gemm", "out_prod"):
+        oi = work.intensity if work is not None and work.intensity is not None else 0.5
+        how = ("the declared work per unit" if work is not None and work.intensity
+               is not None else "batch-1 f32 matrix-vector: 2 FLOP per 4-byte weight; "
+               "quantized weights and larger batches raise it")
+    else:
+        found = next(((f, b, h) for ops, f, b, h in _OP_WORK if key in ops), None)
+        if found is None:
+            return None
+        flop, nbytes, how = found
+        oi = flop / nbytes
+    bound = "memory-bound" if oi < r.ridge else "compute-bound"
+    return bound, (f"{oi:.2g} FLOP/byte ({how}) vs ridge {r.ridge:.3g} FLOP/byte "
+                   f"({r.basis.split(':')[0]})")
 
 
 def place(work: Workload, r: Roof, metric_value: float | None = None,
@@ -172,3 +260,4 @@ def place(work: Workload, r: Roof, metric_value: float | None = None,
     else:
         text += "; achieved rate unknown (metric not read)"
     return Placement(bound, oi, ridge, attainable, achieved, fraction, text)
+

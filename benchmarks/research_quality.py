@@ -1,0 +1,172 @@
+"""Research quality on a real multi-backend C/C++ library: llama.cpp's ggml, as vendored
+by the ``llama-cpp-python`` sdist (downloaded at run time, cached, never committed).
+
+The target is ggml's CPU backend; its CUDA, Metal and Vulkan backends are the other
+implementations. The benchmark under the profiler is ggml's own ``test-backend-ops perf``
+on the CPU backend for one op (SOFT_MAX unless ``--op``), built here with CMake.
+
+``research_quality_truth.toml`` beside this script is the hand-written list, from reading
+that source, of what research should find: the fusions and kernels the other backends
+ship that the CPU lacks, and the benchmark's hot spot. The script prints each of the top
+ten hypotheses with the entry it matches, then precision of the top ten, recall of the
+list, and the rank of the hot spot, and ends with one line: PASS when precision >= 90%,
+recall >= 90% and the hot spot is in the top three.
+
+    python benchmarks/research_quality.py [--cache DIR] [--op SOFT_MAX] [--no-profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+from assay.config import load  # noqa: E402
+from assay.journal import Journal  # noqa: E402
+from assay.research import ResearchHypothesis, run_research  # noqa: E402
+
+PACKAGE = "llama-cpp-python"
+GGML = "vendor/llama.cpp/ggml/src"
+TRUTH = HERE / "research_quality_truth.toml"
+
+
+def sdist(cache: Path) -> Path:
+    """The extracted sdist (downloaded with pip once)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                        "--no-binary", ":all:", PACKAGE, "-d", str(cache), "-q"],
+                       check=True)
+        found = sorted(cache.glob("llama_cpp_python-*.tar.gz"))
+    archive = found[-1]
+    root = cache / archive.name.removesuffix(".tar.gz")
+    if not (root / GGML).is_dir():
+        with tarfile.open(archive) as tar:
+            tar.extractall(cache, filter="data")
+    return root
+
+
+def build(root: Path, cache: Path) -> Path | None:
+    """ggml's test-backend-ops, CPU backend only (cached); None where it cannot be built."""
+    out = cache / "build-cpu"
+    exe = out / "bin" / "test-backend-ops"
+    if exe.exists():
+        return exe
+    if shutil.which("cmake") is None:
+        return None
+    src = root / "vendor" / "llama.cpp"
+    jobs = str(len(os.sched_getaffinity(0)))
+    subprocess.run(["cmake", "-S", str(src), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
+                    "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=ON",
+                    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=OFF"],
+                   check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", str(out), "--target", "test-backend-ops", "-j", jobs],
+                   check=True, capture_output=True)
+    return exe if exe.exists() else None
+
+
+def write_target(root: Path, exe: Path | None, op: str) -> None:
+    """assay.toml and bench.sh in the extracted sdist: the CPU backend is the target."""
+    cmd = f'"{exe}" perf -b CPU -o {op}' if exe else "false"
+    (root / "bench.sh").write_text(f"""#!/bin/sh
+# the CPU backend's own per-op benchmark; the metric is the summed time per run
+{cmd} | awk '/us\\/run/ {{ for (i = 1; i <= NF; i++) if ($i == "us/run") t += $(i-1) }}
+  {{ print }} END {{ printf "METRIC us_per_run=%.3f\\n", t }}'
+""", encoding="utf-8")
+    backends = ", ".join(f'"{GGML}/ggml-{b}"' for b in ("cuda", "metal", "vulkan"))
+    (root / "assay.toml").write_text(f"""[metric]
+name = "us_per_run"
+direction = "minimize"
+
+[commands]
+bench = "sh bench.sh"
+
+[scope]
+editable = ["{GGML}/ggml-cpu/**"]
+
+[research]
+focus = ["{GGML}/ggml-cpu"]
+backends = [{backends}]
+offline = true
+profiler = "perf"
+top = 20
+""", encoding="utf-8")
+
+
+def matches(h: ResearchHypothesis, entry: dict[str, object]) -> bool:
+    kind = str(entry["kind"])
+    key = str(entry["key"])
+    if kind == "profile":
+        return h.source_kind == "profile" and key in h.ops
+    return h.key.split("@", 1)[0] == f"{kind}:{key}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "assay-targets")
+    ap.add_argument("--op", default="SOFT_MAX")
+    ap.add_argument("--no-profile", action="store_true")
+    args = ap.parse_args()
+    truth = tomllib.loads(TRUTH.read_text(encoding="utf-8"))
+    entries: list[dict[str, object]] = list(truth["entry"])
+    t0 = time.monotonic()
+    root = sdist(args.cache)
+    exe = None if args.no_profile else build(root, args.cache)
+    write_target(root, exe, args.op)
+    target = load(root)
+    journal = Journal.open(target.state_dir / "journal.sqlite")
+    try:
+        result = run_research(target, journal, profile=exe is not None)
+    finally:
+        journal.close()
+    hyps = result.hypotheses
+    prof = result.profile
+    print(f"target: {root.name} ({GGML}/ggml-cpu vs cuda, metal, vulkan); "
+          f"benchmark: test-backend-ops perf -b CPU -o {args.op}; "
+          f"research took {time.monotonic() - t0:.0f}s")
+    if prof is not None:
+        print(f"profiler: {prof.profiler}, {prof.samples} samples, exit {prof.exit_code}; "
+              "hot: " + ", ".join(f"{h.function} {h.share:.0%}" for h in prof.hotspots[:4]))
+    print(f"roof: {result.roof.basis if result.roof else 'none'}")
+    print()
+    print(f"{'rank':>4} {'id':>4} {'kind':8} {'score':>5} {'share':>5}  truth  hypothesis")
+    hits = 0
+    for n, h in enumerate(hyps[:10], 1):
+        entry = next((e for e in entries if matches(h, e)), None)
+        hits += entry is not None
+        mark = "yes" if entry is not None else "NO"
+        print(f"{n:4d} {h.id or 0:4d} {h.source_kind:8} {h.score:5.2f} {h.share:5.0%}  "
+              f"{mark:5}  {h.text[:110]}")
+    top = min(10, len(hyps))
+    precision = hits / top if top else 0.0
+    found = [e for e in entries if any(matches(h, e) for h in hyps)]
+    recall = len(found) / len(entries) if entries else 0.0
+    print()
+    for e in entries:
+        if e not in found:
+            print(f"missed: {e['kind']} {e['key']} ({e['why']})")
+    hot = next((e for e in entries if e["kind"] == "profile"), None)
+    rank = next((n for n, h in enumerate(hyps, 1) if hot is not None and matches(h, hot)),
+                None)
+    print(f"precision of the top ten: {hits}/{top} = {precision:.0%}")
+    print(f"recall of the hand-written list: {len(found)}/{len(entries)} = {recall:.0%}")
+    print(f"rank of the benchmark's hot spot ({hot['key'] if hot else '?'}): "
+          f"{rank if rank is not None else 'not ranked'}")
+    ok = precision >= 0.9 and recall >= 0.9 and rank is not None and rank <= 3
+    print(f"research quality: precision {precision:.0%} (>= 90%), recall {recall:.0%} "
+          f"(>= 90%), hot spot rank {rank} (<= 3): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
