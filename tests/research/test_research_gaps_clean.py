@@ -67,20 +67,24 @@ static bool try_fuse(graph * g, int i) {
     return false;
 }
 
-static const std::vector<ggml_op> topk = {
-    GGML_OP_SOFT_MAX, GGML_OP_RESHAPE, GGML_OP_ARGSORT, GGML_OP_VIEW,
-    GGML_OP_GET_ROWS
-};
-
 static bool later(graph * g, int i) {
     return ggml_can_fuse_subgraph(g, i, topk, { i + 3 });
 }
 """
 
 
+TYPES = """\
+// the lists live in a header; the call that fuses them is in another file
+static constexpr std::initializer_list<ggml_op> topk{ GGML_OP_SOFT_MAX, GGML_OP_RESHAPE,
+    GGML_OP_ARGSORT, GGML_OP_VIEW, GGML_OP_GET_ROWS };
+static constexpr std::initializer_list<ggml_op> plain{ GGML_OP_ADD, GGML_OP_MUL };
+"""
+
+
 def _report(tmp_path: Path):  # type: ignore[no-untyped-def]
     write(tmp_path / "cpu" / "ops.c", CPU)
     write(tmp_path / "gpu" / "fuse.cu", GPU)
+    write(tmp_path / "gpu" / "types.h", TYPES)
     return compare(collect(tmp_path / "gpu", "gpu"), collect(tmp_path / "cpu", "cpu"))
 
 
@@ -97,8 +101,10 @@ def test_a_list_far_from_its_fuse_word_is_read_whole(tmp_path: Path) -> None:
     # the call opens eight lines below the comment and its list spans three lines
     assert "rms_norm+mul+add" in by_key
     assert by_key["rms_norm+mul+add"].evidence[0].cite == "gpu/fuse.cu:18"
-    # a named list passed to a fuse call counts, with the view-only steps dropped
-    assert "soft_max+argsort+get_rows" in by_key
+    # a named list passed to a fuse call in another file counts, its view-only steps
+    # dropped; a named list no fuse call takes is no fusion
+    assert by_key["soft_max+argsort+get_rows"].evidence[0].cite == "gpu/types.h:2"
+    assert "add+mul" not in by_key
 
 
 def test_one_fusion_under_two_spellings_is_one_key(tmp_path: Path) -> None:

@@ -513,7 +513,9 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
             w.append("")
             w.append(f"Matched by {d.matched_by} (similarity {d.similarity:.2f}); "
                      f"{d.added} lines added, {d.removed} removed"
-                     + (f": {'; '.join(d.summary)}." if d.summary else "."))
+                     + (f": {'; '.join(d.summary)}." if d.summary else ".")
+                     + ("" if d.substantive else " Only spelling differs (comments, "
+                        "`struct`, macro names): no hypothesis."))
             if d.changed:
                 w.append("")
                 w.append("```diff")

@@ -52,10 +52,11 @@ class FunctionDiff:
     summary: tuple[str, ...] = ()
     share: float = 0.0  # of the profiled time
     ops: tuple[str, ...] = ()
+    substantive: bool = True  # False: renames, spelling and comments only
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.removed)
+        return bool(self.added or self.removed) and self.substantive
 
     @property
     def first_change(self) -> str:
@@ -143,18 +144,56 @@ def diff_bodies(mine: Sequence[str], mine_at: str, mine_line: int, theirs: Seque
     return "\n".join(out), added, removed
 
 
+_ARCH_BRANCH = re.compile(r"#\s*(?:el)?if\b.*?__(ARM_FEATURE_SVE|riscv_v\w*|POWER9_VECTOR__|"
+                          r"wasm_simd128__|loongarch_asx|s390x__|ARM_NEON|AVX512F__|AVX2__)")
+_ARCH_NAMES = {"ARM_FEATURE_SVE": "SVE", "ARM_NEON": "NEON", "POWER9_VECTOR__": "POWER9",
+               "wasm_simd128__": "WASM SIMD", "loongarch_asx": "LoongArch", "s390x__": "s390x",
+               "AVX512F__": "AVX-512", "AVX2__": "AVX2"}
+_INTRINSIC_CALL = re.compile(r"^(_mm\d*_|__riscv_|sv[a-z]|v[a-z0-9]+q?_[a-z]\d|__lsx|__lasx|"
+                             r"wasm_)")
+
+
+def _norm(line: str) -> str:
+    """A line as compared for substance: no comments, spacing, ``struct`` or nullptr."""
+    code = _strip_strings(line).replace("nullptr", "NULL")
+    code = re.sub(r"\bstruct\s+", "", code)
+    return " ".join(code.split())
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _reduction_hoisted(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+    """A horizontal reduction that ran in the loop now runs once after it."""
+    def live(lines: Sequence[str]) -> list[str]:
+        return [ln for ln in lines if "reduce" in ln.lower() and _norm(ln)]
+    gone = [ln for ln in live(mine) if _norm(ln) not in {_norm(t) for t in theirs}]
+    new = [ln for ln in live(theirs) if _norm(ln) not in {_norm(m) for m in mine}]
+    return bool(gone and new) and min(map(_indent, new)) < min(map(_indent, gone))
+
+
 def summarize(mine: Sequence[str], theirs: Sequence[str]) -> tuple[str, ...]:
     """What the other version does differently, in a few phrases."""
     a = "\n".join(_strip_strings(s) for s in mine)
     b = "\n".join(_strip_strings(s) for s in theirs)
     out: list[str] = []
+    if _reduction_hoisted(mine, theirs):
+        out.append("accumulates in a vector register and reduces once after the loop "
+                   "instead of a horizontal reduction every iteration")
     for pat, what in _INTRINSICS:
         if pat.search(b) and not pat.search(a):
             out.append(f"uses {what}")
+    arch_a = {m for ln in mine for m in _ARCH_BRANCH.findall(ln)}
+    arch_b = {m for ln in theirs for m in _ARCH_BRANCH.findall(ln)}
+    if arch_a - arch_b:
+        names = sorted({_ARCH_NAMES.get(x, "RISC-V vector" if x.startswith("riscv") else x)
+                        for x in arch_a - arch_b})
+        out.append("has no " + ", ".join(names) + " branch")
     calls_a = {c for c in _CALL.findall(a) if c not in _KEYWORDS}
     calls_b = {c for c in _CALL.findall(b) if c not in _KEYWORDS}
-    new = sorted(calls_b - calls_a)
-    gone = sorted(calls_a - calls_b)
+    new = sorted(c for c in calls_b - calls_a if not _INTRINSIC_CALL.match(c))
+    gone = sorted(c for c in calls_a - calls_b if not _INTRINSIC_CALL.match(c))
     if new:
         out.append("calls " + ", ".join(new[:5]) + (" ..." if len(new) > 5 else ""))
     if gone:
@@ -168,6 +207,22 @@ def summarize(mine: Sequence[str], theirs: Sequence[str]) -> tuple[str, ...]:
     if len(theirs) != len(mine):
         out.append(f"{len(theirs)} lines against {len(mine)}")
     return tuple(out)
+
+
+def substantive(mine: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Whether the versions differ in more than spelling: comments, spacing, ``struct``,
+    and renamed upper-case macros aside."""
+    def strip(lines: Sequence[str]) -> list[str]:
+        out = []
+        for ln in lines:
+            n = re.sub(r"\b[A-Z][A-Z0-9_]{3,}\b", "M", _norm(ln))
+            if n and not n.startswith("#endif"):
+                out.append(n)
+        return out
+    a, b = strip(mine), strip(theirs)
+    changed = [ln for ln in difflib.unified_diff(a, b, n=0, lineterm="")
+               if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    return len(changed) > 4
 
 
 def hot_function_diffs(prof: ProfileResult, mine: Side, others: Sequence[Side],
@@ -207,5 +262,5 @@ def hot_function_diffs(prof: ProfileResult, mine: Side, others: Sequence[Side],
             ratio = difflib.SequenceMatcher(None, mine_body, theirs).ratio()
             out.append(FunctionDiff(name, other.label, ev.cite, oev.cite, how, ratio,
                                     added, removed, text, summarize(mine_body, theirs),
-                                    h.share))
+                                    h.share, substantive=substantive(mine_body, theirs)))
     return out

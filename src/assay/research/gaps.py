@@ -60,6 +60,8 @@ _IDENT_LIST = re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)+\s*,?\s*$")
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)", re.M)
 _STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/',
                                 re.S)
+_FUSE_CALL = re.compile(r"\b[A-Za-z_]*fus[A-Za-z_]*\s*\(", re.I)
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 _APPENDERS = frozenset({"insert", "push_back", "emplace_back", "append", "extend"})
 VIEW_OPS = frozenset({"view", "reshape", "permute", "transpose", "none"})
 KIND_STEPS = {"unary": "UNARY_OP_", "glu": "GLU_OP_"}  # a generic step -> its kinds' infix
@@ -203,13 +205,19 @@ def collect(root: Path, label: str, *, files: Sequence[Path] | None = None,
     prefix = label if cite_prefix is None else cite_prefix
     side = Side(label, root)
     base = cite_base or root
-    paths = list(files) if files is not None else [
-        p for p in walk_files(root) if p.suffix in CODE_EXTS]
+    if files is not None:
+        paths = list(files)
+    elif root.is_file():  # one file named as the part to compare
+        paths = [root]
+    else:
+        paths = [p for p in walk_files(root) if p.suffix in CODE_EXTS]
     prefix_re = None
     if op_prefixes:
         alts = "|".join(re.escape(p) for p in sorted(op_prefixes, key=len, reverse=True))
         prefix_re = re.compile(rf"\b({alts})([A-Za-z][A-Za-z0-9_]*)\b")
     defs: list[tuple[str, Evidence]] = []
+    later: list[tuple[str, str, list[str], bool]] = []  # cite, code, lines, file fuses
+    fuse_args: set[str] = set()  # names passed to a call about fusing, in any file
     for path in paths:
         try:
             if path.stat().st_size > MAX_FILE_BYTES:
@@ -246,8 +254,16 @@ def collect(root: Path, label: str, *, files: Sequence[Path] | None = None,
                 defs.append((nm, Evidence(cite, i, line.strip()[:160])))
             if names and any("fus" in ln.lower() for ln in lines[max(0, i - 3): i]):
                 side.fuse_context.add(f"{cite}:{i}")  # the line or the two above it
+        later.append((cite, code, lines, file_fuses))
+        for m in _FUSE_CALL.finditer(code):
+            prev = re.search(r"([A-Za-z_]\w*|[*&])\s*$", code[max(0, m.start() - 40):m.start()])
+            if prev is not None and prev[1] != "return":
+                continue  # a definition or declaration, not a call
+            fuse_args |= set(_IDENT.findall(code[m.end():_call_args_end(code, m.end())]))
+    for cite, code, lines, file_fuses in later:
         file_defs = [(nm, ev.line) for nm, ev in defs if ev.path == cite]
-        for parts, names_, at in fusion_lists(code, prefix_re, file_defs, file_fuses):
+        for parts, names_, at in fusion_lists(code, prefix_re, file_defs, file_fuses,
+                                              fuse_args):
             ev = Evidence(cite, at, lines[at - 1].strip()[:160] if at <= len(lines) else "")
             side.feature("fusion", "+".join(parts), parts).add(names_, ev)
     side.defs = defs
@@ -316,7 +332,8 @@ def _call_args_end(code: str, pos: int) -> int:
 
 
 def fusion_lists(code: str, prefix_re: re.Pattern[str] | None,
-                 defs: Sequence[tuple[str, int]], file_fuses: bool
+                 defs: Sequence[tuple[str, int]], file_fuses: bool,
+                 fuse_args: set[str] | frozenset[str] = frozenset()
                  ) -> list[tuple[tuple[str, ...], str, int]]:
     """(parts, the list as written, line) for each fused op list in a file's code."""
     out: list[tuple[tuple[str, ...], str, int]] = []
@@ -336,10 +353,9 @@ def fusion_lists(code: str, prefix_re: re.Pattern[str] | None,
         callee = _callee(code, m.start())
         if callee in _APPENDERS:
             continue  # a piece of a list built elsewhere
-        var = re.search(r"([A-Za-z_]\w*)\s*(\[\s*\d*\s*\])?\s*=\s*$", before)
+        var = re.search(r"([A-Za-z_]\w*)\s*(\[\s*\d*\s*\])?\s*=?\s*$", before)
         fused = "fus" in callee.lower() or (var is not None and (
-            "fus" in var[1].lower() or re.search(
-                rf"\w*fus\w*\s*\([^;]*\b{re.escape(var[1])}\b", code, re.I) is not None))
+            "fus" in var[1].lower() or var[1] in fuse_args))
         if not fused:
             owner = max((d for d in defs if d[1] <= line), key=lambda d: d[1], default=None)
             fused = file_fuses or (owner is not None and "fus" in owner[0].lower())
