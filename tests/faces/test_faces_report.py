@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from assay import api
+from assay.faces import data as data_mod
 from assay.faces import report
 
 EXPECTED = ["e0001", "e0002", "e0003", "e0004", "e0005", "e0006"]
@@ -141,5 +142,84 @@ def test_empty_report_renders(browser: Any, tmp_path: Path, screenshots: Path) -
         assert page.locator("#experiments-table tbody tr").count() == 0
         assert errors == []
         page.screenshot(path=str(screenshots / "report-empty-journal.png"))
+    finally:
+        context.close()
+
+
+FIGURE = """id => { const d = document.getElementById(id);
+  return JSON.stringify({traces: d.data.map(t => ({name: t.name, x: t.x, y: t.y,
+                                                   ids: t.customdata || null})),
+                         ticks: (d._fullLayout.xaxis._vals || []).map(v => v.x),
+                         dtick: d._fullLayout.xaxis.dtick}); }"""
+
+
+def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_target: Path,
+                                       screenshots: Path) -> None:
+    import json
+
+    target = api.load(ran_target)
+    journal = api.open_journal(target, readonly=True)
+    try:
+        exps = journal.experiments()
+        noise = data_mod.noise_data(target, journal)
+    finally:
+        journal.close()
+    # The running best from the journal: the baseline, then each kept candidate's value.
+    best_at: dict[str, float] = {}
+    best = next(float(e.decision.details["incumbent_value"]) for e in exps
+                if e.decision and "incumbent_value" in e.decision.details)
+    for e in exps:
+        best_at[e.id] = best
+        if e.state.value == "kept":
+            assert e.decision is not None
+            best = float(e.decision.details["candidate_value"])
+
+    context, page, errors, _ = _open(browser, report_file.as_uri())
+    try:
+        page.wait_for_selector("#noise-chart[data-rendered='1']", timeout=30_000)
+        fig = json.loads(page.evaluate(FIGURE, "progress-chart"))
+        points = {}
+        for t in fig["traces"]:
+            for x, y, i in zip(t["x"], t["y"], t["ids"] or [None] * len(t["x"]), strict=True):
+                if i is not None:
+                    points[i] = (t["name"], x, y)
+        assert sorted(points) == EXPECTED
+        by_id = {e.id: e for e in exps}
+        for exp_id, (name, x, y) in points.items():
+            e = by_id[exp_id]
+            assert x == e.seq
+            if e.state.value in ("invalid", "crashed"):  # at the incumbent's value
+                assert name == e.state.value and y == pytest.approx(best_at[exp_id])
+            elif e.state.value == "discarded":
+                assert e.decision is not None and e.decision.effect is not None
+                assert y == pytest.approx(best_at[exp_id] * (1 + e.decision.effect))
+                # Never on the better side of the running best without its own marker.
+                assert y <= best_at[exp_id] or name.startswith("discarded: gain within")
+        assert fig["ticks"] and all(float(t).is_integer() for t in fig["ticks"])
+        assert float(fig["dtick"]).is_integer()
+
+        nfig = json.loads(page.evaluate(FIGURE, "noise-chart"))
+        slots = [t for t in nfig["traces"] if str(t["name"]).startswith("slot ")]
+        assert [t["y"] for t in slots] == [pytest.approx(s["noise"]) for s in noise["slots"]]
+        assert len(slots) == len(noise["slots"]) >= 1
+        delta = next(t for t in nfig["traces"] if str(t["name"]).startswith("δ"))
+        assert delta["y"][0] == pytest.approx(noise["delta"])
+
+        # Resources: this target's slot has a GPU, and LLM tokens were spent; nothing is "0".
+        res = page.locator("#costs").inner_text()
+        assert "GPU-h" in res and "tokens" in res and "0.0 s" not in res
+        # One hypothesis text, not repeated with its parameters.
+        row = page.locator("#experiments-table tr[data-id='e0001']").inner_text()
+        assert row.count("SIZE=16") <= 1
+        assert "kept commits on assay/main" in page.locator("#summary").inner_text()
+
+        page.screenshot(path=str(screenshots / "report-overview.png"), full_page=True)
+        page.locator("#noise-section").screenshot(path=str(screenshots / "report-noise.png"))
+        for exp_id, name in (("e0001", "kept"), ("e0004", "invalid")):
+            page.click(f"#experiments-table a:text('{exp_id}')")
+            detail = page.locator(f"details#{exp_id}")
+            assert detail.get_attribute("open") is not None
+            detail.screenshot(path=str(screenshots / f"report-experiment-{exp_id}-{name}.png"))
+        assert errors == []
     finally:
         context.close()

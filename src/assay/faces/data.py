@@ -99,13 +99,55 @@ def slot_gpus(target: Target, journal: Journal) -> dict[str, int]:
 
 
 def run_cost(runs: Iterable[RunResult], gpus: Mapping[str, int]) -> dict[str, float]:
+    """Benchmark wall time: GPU-hours on slots with GPUs, CPU-seconds on slots without."""
     wall = 0.0
     gpu_s = 0.0
+    cpu_s = 0.0
     for r in runs:
         w = r.wall_s or 0.0
         wall += w
-        gpu_s += w * gpus.get(r.worker, 0)
-    return {"run_hours": wall / 3600.0, "gpu_hours": gpu_s / 3600.0}
+        g = gpus.get(r.worker, 0)
+        gpu_s += w * g
+        if not g:
+            cpu_s += w
+    return {"run_hours": wall / 3600.0, "gpu_hours": gpu_s / 3600.0, "cpu_seconds": cpu_s}
+
+
+def resources(cost: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The resources a run used, each with its total and its cost per kept change; a
+    resource that is zero (no GPU on a CPU project, no LLM tokens for a sweep) is left out."""
+    kept = int(cost.get("kept") or 0)
+    out = []
+    for key, name, unit in (("gpu_hours", "GPU time", "GPU-h"), ("cpu_seconds", "CPU time",
+                                                                 "CPU-s"),
+                            ("tokens", "LLM tokens", "tokens"), ("cost_usd", "LLM cost", "USD")):
+        total = float(cost.get(key) or 0.0)
+        if total > 0:
+            out.append({"key": key, "name": name, "unit": unit, "total": total,
+                        "per_kept": total / kept if kept else None})
+    return out
+
+
+_BRANCHES: dict[tuple[str, str], str] = {}
+
+
+def branch_of(target: Target, commit: str | None, default: str) -> str:
+    """The assay branch that holds ``commit`` (the run's own branch when it does)."""
+    if not commit:
+        return default
+    key = (str(target.root), commit)
+    if key not in _BRANCHES:
+        import subprocess
+
+        try:
+            out = subprocess.run(
+                ["git", "branch", "--list", "assay/*", "--contains", commit,
+                 "--format=%(refname:short)"], cwd=target.root, capture_output=True,
+                text=True, timeout=10).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            out = []
+        _BRANCHES[key] = default if (default in out or not out) else out[0]
+    return _BRANCHES[key]
 
 
 def _meta_number(meta: Mapping[str, Any], key: str) -> float:
@@ -143,16 +185,26 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "tokens_out": _meta_number(meta, "tokens_out"),
         "cost_usd": _meta_number(meta, "cost_usd"),
         "gpu_hours": cost.get("gpu_hours", 0.0), "run_hours": cost.get("run_hours", 0.0),
+        "cpu_seconds": cost.get("cpu_seconds", 0.0),
     }
 
 
+def _projected(best: float, effect: float, direction: str) -> float:
+    """The value an effect against ``best`` stands for (effects are positive when better)."""
+    return best * (1.0 + effect) if direction != "minimize" else best / (1.0 + effect)
+
+
 def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
-             noise: float | None) -> dict[str, Any]:
+             noise: float | None, direction: str = "maximize") -> dict[str, Any]:
     """The progress chart's series: points per experiment and the running best (a step line).
 
-    Crashed and invalid experiments have no value; they are drawn at the running best of
-    their time, marked. The noise band is the incumbent's value × exp(±2σ), σ the pooled
-    pair noise from calibration.
+    A kept experiment is drawn at its measured value and moves the running best there.
+    Every other decided experiment is drawn at the running best of its time moved by its
+    decided effect against the incumbent it was compared with, so a point is never on the
+    better side of the line unless its effect was positive (those are marked ``within_noise``:
+    positive but not clear of δ). Crashed and invalid experiments have no value: they are
+    drawn at the running best of their time, marked. The noise band is the incumbent's value
+    × exp(±2σ), σ the pooled pair noise from calibration.
     """
     best = baseline
     steps_x: list[int] = [0] if baseline is not None else []
@@ -164,10 +216,21 @@ def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
             best = r["incumbent_value"]
             steps_x, steps_y = [0], [best]
         state = r["state"]
-        y = value if value is not None else best
+        effect = r["effect"]
+        within = False
+        if state in ("invalid", "crashed") or (value is None and effect is None):
+            y, measured = best, False
+        elif state == "kept" and value is not None:
+            y, measured = value, True
+        elif best is not None and effect is not None and effect > -1.0:
+            y, measured = _projected(best, effect, direction), True
+            within = effect > 0
+        else:
+            y, measured = value if value is not None else best, value is not None
         points.append({"id": r["id"], "seq": r["seq"], "state": state, "y": y,
-                       "measured": value is not None, "hypothesis": r["hypothesis"],
-                       "effect": r["effect"]})
+                       "measured": measured, "hypothesis": r["hypothesis"],
+                       "effect": effect, "lo": r["lo"], "hi": r["hi"], "within_noise": within,
+                       "value": value})
         if state == "kept" and value is not None:
             best = value
             steps_x.append(r["seq"])
@@ -209,11 +272,13 @@ def cost_summary(rows: Sequence[Mapping[str, Any]], total_runs: Mapping[str, flo
     usd = sum(r["cost_usd"] for r in rows)
     out: dict[str, Any] = {
         "kept": kept, "gpu_hours": total_runs.get("gpu_hours", 0.0),
-        "run_hours": total_runs.get("run_hours", 0.0), "tokens_in": tokens_in,
+        "run_hours": total_runs.get("run_hours", 0.0),
+        "cpu_seconds": total_runs.get("cpu_seconds", 0.0), "tokens_in": tokens_in,
         "tokens_out": tokens_out, "tokens": tokens_in + tokens_out, "cost_usd": usd,
     }
-    for name in ("gpu_hours", "run_hours", "tokens", "cost_usd"):
+    for name in ("gpu_hours", "run_hours", "cpu_seconds", "tokens", "cost_usd"):
         out[f"{name}_per_kept"] = out[name] / kept if kept else None
+    out["resources"] = resources(out)
     return out
 
 
@@ -229,7 +294,9 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         base.update(experiments=[], counts={}, incumbent=None, baseline=None, best=None,
                     calibration=None, workers=[], progress=progress([], None, None),
                     win_rates={"proposer": [], "source_kind": []},
-                    cost=cost_summary([], {}), version="none", last_event=None, branch="")
+                    cost=cost_summary([], {}), version="none", last_event=None, branch="",
+                    noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
+                           "quarantined": [], "blocks": 0})
         return base
     exps = journal.experiments()
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
@@ -264,7 +331,7 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         baseline=baseline, best=best,
         improvement=(best / baseline - 1.0) if best is not None and baseline else None,
         calibration=cal, workers=journal.workers(),
-        progress=progress(rows, baseline, noise),
+        progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
                    "source_kind": win_rates(rows, "source_kind")},
         cost=cost_summary(rows, run_cost(all_runs, gpus)),
@@ -272,9 +339,54 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         events=[{"id": ev["id"], "ts": ev["ts"], "kind": ev["kind"],
                  "experiment_id": ev["experiment_id"], "message": ev["message"]}
                 for ev in recent],
-        branch=f"assay/{journal.get_meta('run_name', 'main')}",
+        branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
+                         f"assay/{journal.get_meta('run_name', 'main')}"),
+        noise=noise_data(target, journal),
     )
     return base
+
+
+def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
+    """Each slot's measured noise per block, δ, and quarantines (the noise chart).
+
+    A block's noise is the spread of its incumbent runs: sd of log(A) × √2, the sd of one
+    pair's log-ratio it implies (comparable with calibration's pair noise). Blocks with fewer
+    than two good incumbent runs have no value.
+    """
+    name = target.metric.name
+    rows = journal.conn.execute(
+        "SELECT b.id, b.slot, b.kind, b.finished_at, b.experiment_id, r.role, r.metrics "
+        "FROM blocks b JOIN runs r ON r.block_id = b.id WHERE b.state = 'done' "
+        "AND r.status = 'ok' AND (r.role = 'A' OR b.kind = 'aa') "
+        "ORDER BY b.finished_at, b.id").fetchall()
+    blocks: dict[str, dict[str, Any]] = {}
+    for bid, slot, kind, fin, exp_id, _role, metrics in rows:
+        v = _finite(json.loads(metrics).get(name))
+        if v is None or v <= 0:
+            continue
+        b = blocks.setdefault(bid, {"block": bid, "slot": slot or "", "kind": kind,
+                                    "finished_at": fin, "experiment": exp_id, "logs": []})
+        b["logs"].append(math.log(v))
+    series: dict[str, dict[str, list[Any]]] = {}
+    for i, b in enumerate(blocks.values(), start=1):
+        logs = b.pop("logs")
+        if len(logs) < 2:
+            continue
+        mean = sum(logs) / len(logs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        s = series.setdefault(b["slot"], {"x": [], "noise": [], "block": [], "t": []})
+        s["x"].append(i)
+        s["noise"].append(sd * math.sqrt(2.0))
+        s["block"].append(b["block"])
+        s["t"].append(b["finished_at"])
+    cal = journal.get_meta("calibration")
+    cal = cal if isinstance(cal, dict) else {}
+    quarantined = [{"slot": w["name"], "reason": w["reason"]} for w in journal.workers()
+                   if w["quarantined"]]
+    return {"slots": [{"slot": k, **v} for k, v in sorted(series.items())],
+            "delta": _finite(cal.get("delta")) or target.decision.delta,
+            "calibrated": {k: _finite(v) for k, v in (cal.get("noise") or {}).items()},
+            "quarantined": quarantined, "blocks": len(blocks)}
 
 
 # -- one experiment ----------------------------------------------------------------------

@@ -36,10 +36,22 @@
     if (Array.isArray(child)) { child.forEach(function (c) { add(node, c); }); return; }
     node.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
   }
+  // One format for every number: 4 significant digits with an SI prefix (939.4k, 2.179M).
+  var SI = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""], [1e-3, "m"], [1e-6, "µ"], [1e-9, "n"]];
   function num(v) {
     if (v === null || v === undefined || typeof v !== "number" || !isFinite(v)) return "–";
-    if (v !== 0 && (Math.abs(v) >= 1e6 || Math.abs(v) < 1e-3)) return v.toExponential(3);
-    return String(Number(v.toPrecision(4)));
+    if (v === 0) return "0";
+    var a = Math.abs(v);
+    for (var i = 0; i < SI.length; i++) {
+      if (a >= SI[i][0] * 0.99995 || i === SI.length - 1) return String(Number((v / SI[i][0]).toPrecision(4))) + SI[i][1];
+    }
+    return String(v);
+  }
+  function metric(v) { return num(v) === "–" ? "–" : num(v) + unit(); }
+  // Hypothesis text, with the parameters only when the text does not already name them.
+  function hypText(h, p) {
+    var extra = Object.keys(p || {}).filter(function (k) { return String(h || "").indexOf(k + "=" + p[k]) < 0; });
+    return String(h || "") + (extra.length ? " (" + extra.map(function (k) { return k + "=" + p[k]; }).join(", ") + ")" : "");
   }
   function pct(v) {
     if (v === null || v === undefined || !isFinite(v)) return "–";
@@ -79,14 +91,21 @@
     return el("section", null,
       el("div", { cls: "cards" },
         card("metric", m.name, (m.direction === "minimize" ? "lower" : "higher") + " is better" + (m.unit ? " · " + m.unit : "")),
-        card("baseline", num(data.baseline), "the first incumbent"),
-        card("best", num(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline"),
+        card("baseline", metric(data.baseline), "the first incumbent"),
+        card("best", metric(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline"),
         card("experiments", String((data.experiments || []).length), states.join(", ")),
         card("noise (pair σ)", cal.pooled === undefined || cal.pooled === null ? "–" : pct(cal.pooled).replace("+", ""), cal.message ? "δ " + pct(cal.delta) : "no calibration"),
-        card("cost per kept", cost.gpu_hours_per_kept === null || cost.gpu_hours_per_kept === undefined ? "–" : hours(cost.gpu_hours_per_kept) + " GPU",
-             cost.kept ? "tokens " + ints(cost.tokens_per_kept) + " · " + usd(cost.cost_usd_per_kept) : "nothing kept yet"),
-        card("run", lock.running ? "running" : "idle", data.branch || "")),
+        card("resources used", (cost.resources || []).length ? cost.resources.map(function (r) { return resource(r, r.total); }).join(" · ") : "–",
+             cost.kept ? "per kept change: " + cost.resources.map(function (r) { return resource(r, r.per_kept); }).join(" · ") : "nothing kept yet"),
+        card("run", lock.running ? "running" : "idle", data.branch ? "kept commits on " + data.branch : "")),
       cal.message ? el("p", { cls: "note", text: "calibration: " + cal.message }) : null);
+  }
+  function resource(r, v) {
+    if (v === null || v === undefined) return "–";
+    if (r.key === "gpu_hours") return v.toFixed(v < 10 ? 3 : 1) + " GPU-h";
+    if (r.key === "cpu_seconds") return num(v) + " CPU-s";
+    if (r.key === "tokens") return num(v) + " tokens";
+    return usd(v);
   }
   function card(k, v, s) {
     return el("div", { cls: "card" }, el("div", { cls: "k", text: k }), el("div", { cls: "v", text: v }),
@@ -108,12 +127,15 @@
     var groups = [
       ["kept", "kept", "circle", 11],
       ["discarded", "discarded", "circle", 8],
+      ["within", "discarded: gain within the noise (not clear of δ)", "triangle-up-open", 9],
       ["crashed", "crashed", "x", 11],
       ["invalid", "invalid", "diamond-open", 10],
       ["pending", "running / queued", "circle-open", 9]
     ];
     groups.forEach(function (g) {
       var pts = p.points.filter(function (q) {
+        if (g[0] === "within") return q.state === "discarded" && q.within_noise;
+        if (g[0] === "discarded") return q.state === "discarded" && !q.within_noise;
         return g[0] === "pending" ? ["kept", "discarded", "crashed", "invalid"].indexOf(q.state) < 0 : q.state === g[0];
       });
       if (!pts.length) return;
@@ -126,17 +148,23 @@
             (q.effect === null || q.effect === undefined ? "" : "<br>effect " + pct(q.effect));
         }),
         hovertemplate: "%{text}<extra></extra>", mode: "markers", name: g[1],
-        marker: { symbol: g[2], size: g[3], color: COLORS[g[0]] || COLORS.running,
+        marker: { symbol: g[2], size: g[3], color: g[0] === "within" ? "#6b7280" : COLORS[g[0]] || COLORS.running,
                   line: { width: g[0] === "crashed" ? 0 : 1, color: g[0] === "discarded" ? "#777" : COLORS[g[0]] || COLORS.running } }
       });
     });
     return traces;
   }
+  function xStep(n) {  // integer ticks only: 1, 2, 5, 10, 20, 50 ... about ten of them
+    var raw = Math.max(1, n / 10), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var m = raw / p;
+    return Math.max(1, (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p);
+  }
   function chartLayout() {
     var m = data.metric || {};
     return {
       margin: { l: 64, r: 16, t: 12, b: 44 }, height: 400, hovermode: "closest",
-      xaxis: { title: { text: "experiment" }, zeroline: false, rangemode: "tozero" },
+      xaxis: { title: { text: "experiment" }, zeroline: false, rangemode: "tozero",
+               tickformat: "d", dtick: xStep((data.progress && data.progress.best.x.length) ? data.progress.best.x[data.progress.best.x.length - 1] : 1) },
       yaxis: { title: { text: (m.name || "metric") + (m.unit ? " (" + m.unit + ")" : "") +
                         (m.direction === "minimize" ? " ↓ better" : " ↑ better") } },
       legend: { orientation: "h", y: 1.08, x: 0 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
@@ -172,8 +200,16 @@
     ["seq", "#", "num"], ["id", "id"], ["state", "state"], ["proposer", "proposer"],
     ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value", "num"],
     ["effect", "effect", "num"], ["lo", "interval", "num"], ["runs", "runs", "num"],
-    ["gpu_hours", "GPU h", "num"], ["tokens", "tokens", "num"], ["cost_usd", "cost", "num"]
+    ["gpu_hours", "GPU-h", "num"], ["cpu_seconds", "CPU-s", "num"], ["tokens", "tokens", "num"],
+    ["cost_usd", "cost", "num"]
   ];
+  var RESOURCE_KEYS = ["gpu_hours", "cpu_seconds", "tokens", "cost_usd"];
+  function shown(key) {  // a resource column only when the run used that resource
+    return ((data.cost || {}).resources || []).some(function (r) { return r.key === key; });
+  }
+  function columns() {
+    return COLUMNS.filter(function (c) { return RESOURCE_KEYS.indexOf(c[0]) < 0 || shown(c[0]); });
+  }
   function sortValue(r, key) {
     if (key === "tokens") return (r.tokens_in || 0) + (r.tokens_out || 0);
     return r[key];
@@ -193,7 +229,7 @@
     return rows;
   }
   function table() {
-    var head = el("tr", null, COLUMNS.map(function (c) {
+    var head = el("tr", null, columns().map(function (c) {
       var cls = "sortable" + (c[2] ? " num" : "");
       if (view.sortKey === c[0]) cls += view.sortDir > 0 ? " sorted-asc" : " sorted-desc";
       return el("th", { cls: cls, "data-key": c[0], text: c[1], title: "sort by " + c[1],
@@ -212,17 +248,18 @@
         el("td", null, badge(r.state)),
         el("td", { text: r.proposer }),
         el("td", { text: r.source_kind }),
-        el("td", { cls: "hyp", text: r.hypothesis + (params(r.params) ? " (" + params(r.params) + ")" : "") }),
-        el("td", { cls: "num", text: num(r.value) }),
+        el("td", { cls: "hyp", text: hypText(r.hypothesis, r.params) }),
+        el("td", { cls: "num", text: metric(r.value) }),
         el("td", { cls: "num", text: pct(r.effect) }),
         el("td", { cls: "num", text: interval(r.lo, r.hi) }),
         el("td", { cls: "num", text: r.runs }),
-        el("td", { cls: "num", text: hours(r.gpu_hours) }),
-        el("td", { cls: "num", text: (r.tokens_in || r.tokens_out) ? ints(r.tokens_in + r.tokens_out) : "–" }),
-        el("td", { cls: "num", text: r.cost_usd ? usd(r.cost_usd) : "–" }));
+        shown("gpu_hours") ? el("td", { cls: "num", text: r.gpu_hours ? r.gpu_hours.toFixed(3) : "–" }) : null,
+        shown("cpu_seconds") ? el("td", { cls: "num", text: r.cpu_seconds ? num(r.cpu_seconds) : "–" }) : null,
+        shown("tokens") ? el("td", { cls: "num", text: (r.tokens_in || r.tokens_out) ? num(r.tokens_in + r.tokens_out) : "–" }) : null,
+        shown("cost_usd") ? el("td", { cls: "num", text: r.cost_usd ? usd(r.cost_usd) : "–" }) : null);
     }));
     var foot = (data.experiments || []).length ? null : el("tfoot", null, el("tr", null,
-      el("td", { colspan: COLUMNS.length, cls: "empty", text: "no experiments yet" })));
+      el("td", { colspan: columns().length, cls: "empty", text: "no experiments yet" })));
     return el("table", { cls: "experiments" }, el("thead", null, head), body, foot);
   }
 
@@ -248,19 +285,15 @@
   }
   function costs() {
     var c = data.cost || {};
-    function row(name, total, per, fmt) {
-      return el("tr", null, el("td", { text: name }), el("td", { cls: "num", text: fmt(total) }),
-                el("td", { cls: "num", text: fmt(per) }));
-    }
-    return el("section", null, el("h2", { text: "Cost" }),
-      el("table", { cls: "cost", style: "max-width: 640px" },
+    var res = c.resources || [];
+    return el("section", null, el("h2", { text: "Resources used" }),
+      res.length ? el("table", { cls: "cost", style: "max-width: 640px" },
         el("thead", null, el("tr", null, el("th", { text: "" }), el("th", { cls: "num", text: "total" }),
-           el("th", { cls: "num", text: "per kept improvement (" + (c.kept || 0) + " kept)" }))),
-        el("tbody", null,
-          row("GPU hours (run wall time × GPUs of the slot)", c.gpu_hours, c.gpu_hours_per_kept, hours),
-          row("benchmark run hours", c.run_hours, c.run_hours_per_kept, hours),
-          row("LLM tokens (in + out)", c.tokens, c.tokens_per_kept, ints),
-          row("LLM cost", c.cost_usd, c.cost_usd_per_kept, usd))));
+           el("th", { cls: "num", text: "per kept change (" + (c.kept || 0) + " kept)" }))),
+        el("tbody", null, res.map(function (r) {
+          return el("tr", { "data-resource": r.key }, el("td", { text: r.name }),
+            el("td", { cls: "num", text: resource(r, r.total) }), el("td", { cls: "num", text: resource(r, r.per_kept) }));
+        }))) : el("p", { cls: "empty", text: "nothing measured yet" }));
   }
   function events() {
     var evs = data.events || [];
@@ -270,16 +303,56 @@
       })) : el("p", { cls: "empty", text: "no events yet" }));
   }
 
+  function noiseTraces() {
+    var n = data.noise || { slots: [] };
+    var traces = [];
+    var quarantined = {};
+    (n.quarantined || []).forEach(function (q) { quarantined[q.slot] = q.reason; });
+    var maxX = 1;
+    (n.slots || []).forEach(function (s) {
+      maxX = Math.max(maxX, s.x.length ? s.x[s.x.length - 1] : 1);
+      var q = quarantined[s.slot];
+      traces.push({ x: s.x, y: s.noise, customdata: s.block, mode: "lines+markers",
+        name: "slot " + s.slot + (q ? " (quarantined)" : ""),
+        marker: { symbol: q ? "x" : "circle", size: q ? 9 : 6 }, line: { width: 1.5, dash: q ? "dot" : "solid" },
+        hovertemplate: "%{customdata}: pair noise %{y:.2%}<extra>slot " + s.slot + "</extra>" });
+    });
+    traces.push({ x: [0, maxX], y: [n.delta, n.delta], mode: "lines", name: "δ " + pct(n.delta).replace("+", ""),
+                  line: { color: COLORS.kept, dash: "dash", width: 1.5 }, hoverinfo: "skip" });
+    return traces;
+  }
+  function drawNoise() {
+    var div = document.getElementById("noise-chart");
+    if (!div || typeof Plotly === "undefined") return;
+    var n = data.noise || { slots: [] };
+    var q = (n.quarantined || []).map(function (x) { return x.slot + ": " + x.reason; }).join("; ");
+    Plotly.react(div, noiseTraces(), {
+      margin: { l: 64, r: 16, t: 12, b: 44 }, height: 300, hovermode: "closest",
+      xaxis: { title: { text: "block (in the order they finished)" }, tickformat: "d", rangemode: "tozero" },
+      yaxis: { title: { text: "pair noise (sd of log-ratio)" }, tickformat: ".1%", rangemode: "tozero" },
+      legend: { orientation: "h", y: 1.12, x: 0 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      annotations: [
+        q ? { text: "quarantined: " + q.replace(/[<>&]/g, " "), showarrow: false, xref: "paper", yref: "paper", x: 0, y: -0.28, xanchor: "left", font: { size: 11, color: COLORS.crashed } } : null,
+        (n.slots || []).length ? null : { text: "no block measured yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#6b7280" } }
+      ].filter(function (a) { return a; })
+    }, { displaylogo: false, responsive: true }).then(function () { div.dataset.rendered = "1"; });
+  }
+
   function renderOverview(first) {
     replace("summary", summary());
     if (first) {
       document.getElementById("app").appendChild(el("section", { id: "chart-section" },
         el("h2", { text: "Progress" }),
-        el("p", { cls: "note", text: "Each experiment in order: kept ones joined as the running best (step line), discarded grey, crashed ✕ red, invalid ◇ orange (drawn at the incumbent's value: they have none); the band is the incumbent's noise." }),
+        el("p", { cls: "note", text: "Each experiment in order. Kept ones are drawn at their measured value and joined as the running best (step line); every other one at the running best of its time moved by its decided effect against the incumbent it was compared with: discarded grey, a gain too small to clear δ as an open triangle, crashed ✕ red, invalid ◇ orange (at the incumbent's value: they have none). The band is the incumbent's noise." }),
         el("div", { id: "progress-chart" })));
+      document.getElementById("app").appendChild(el("section", { id: "noise-section" },
+        el("h2", { text: "Noise over time" }),
+        el("p", { cls: "note", text: "Each slot's noise per block, from its incumbent runs (the sd of one pair's log-ratio they imply), against δ, the smallest effect a keep must clear. Quarantined slots are dotted with ✕." }),
+        el("div", { id: "noise-chart" })));
       document.getElementById("app").appendChild(el("h2", { id: "experiments-title", text: "Experiments" }));
     }
     drawChart(first);
+    drawNoise();
     replace("experiments-table", table());
     replace("rates", rates());
     replace("costs", costs());
@@ -319,7 +392,7 @@
     }
     var color = d.verdict === "keep" ? COLORS.kept : d.verdict === "discard" ? COLORS.discarded : COLORS.running;
     s("line", { x1: X(0), x2: X(0), y1: 10, y2: 34, stroke: "#333", "stroke-width": 1 });
-    s("text", { x: X(0), y: 44, "font-size": 10, "text-anchor": "middle" }, "0");
+    s("text", { x: X(0) - 3, y: 9, "font-size": 10, "text-anchor": "end" }, "0");
     if (delta) {
       s("line", { x1: X(delta), x2: X(delta), y1: 10, y2: 34, stroke: COLORS.kept, "stroke-dasharray": "3,3" });
       s("text", { x: X(delta) + 3, y: 9, "font-size": 10, "text-anchor": "start", fill: COLORS.kept }, "δ " + pct(delta));
@@ -350,9 +423,10 @@
       ["sources", (x.sources || []).join(", ")], ["parameters", params(x.params)],
       ["reason", x.note], ["commit", x.commit], ["base commit", (x.base_commit || "").slice(0, 12)],
       ["created", when(x.created_at)],
-      ["cost", hours(c.gpu_hours) + " GPU, " + hours(c.run_hours) + " run" +
-        ((c.tokens_in || c.tokens_out) ? ", " + ints(c.tokens_in) + " + " + ints(c.tokens_out) + " tokens" : "") +
-        (c.cost_usd ? ", " + usd(c.cost_usd) : "")]
+      ["resources", [c.gpu_hours ? c.gpu_hours.toFixed(3) + " GPU-h" : null,
+        c.cpu_seconds ? num(c.cpu_seconds) + " CPU-s" : null,
+        (c.tokens_in || c.tokens_out) ? num(c.tokens_in) + " + " + num(c.tokens_out) + " tokens" : null,
+        c.cost_usd ? usd(c.cost_usd) : null].filter(function (x) { return x; }).join(", ")]
     ]));
     parts.push(el("h3", { text: "Decision" }));
     var decs = x.decisions || [];
