@@ -88,8 +88,7 @@ def env_params(target: Target, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compare(target: Target, run: str, cmp: Comparison, folder: Path,
-            calibration: Mapping[str, Any] | None, report: Report,
-            executor_factory: Callable[[Target, Workspace], Any] | None = None) -> Measured:
+            calibration: Mapping[str, Any] | None, report: Report) -> Measured:
     """Measure ``cmp.candidate`` against ``cmp.incumbent`` with the run's decision rule."""
     from .. import api
 
@@ -115,7 +114,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
                          params=dict(cmp.candidate_params), hypothesis=cmp.hypothesis,
                          proposer="finalize")
         ws = Workspace(quiet, scratch)
-        exe = (executor_factory or api.build_executor)(quiet, ws)
+        exe = api.build_executor(quiet, ws)
         loop = Loop(quiet, journal, ws, exe, _One(cand),
                     on_event=lambda kind, msg, exp: report(f"  [{cmp.label}] {msg}")
                     if kind in ("keep", "discarded", "invalid", "crashed", "calibrated",

@@ -10,7 +10,7 @@ from ..fingerprint import Fingerprint
 from ..model import Hypothesis
 from .grouping import Group
 from .measure import Measured
-from .review import Verdict
+from .review import ReviewResult
 
 NOT_ALONE = "does not stand on its own"
 
@@ -34,7 +34,7 @@ class Outcome:
     tree: str  # merge-base + group
     alone: Measured | None = None
     without: Measured | None = None  # the final tree without this group, against the final
-    review: Verdict = field(default_factory=Verdict)
+    review: ReviewResult = field(default_factory=ReviewResult)
     flags: list[str] = field(default_factory=list)
     commit: str = ""  # the branch's commit, once made
 

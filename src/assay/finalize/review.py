@@ -425,7 +425,7 @@ def build_request(root: Path, group: str, title: str, base: str, commit: str,
 
 
 @dataclass
-class Verdict:
+class ReviewResult:
     """The findings on one group and which of them still block it."""
 
     findings: list[Finding] = field(default_factory=list)

@@ -308,7 +308,7 @@ def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.O
         req = review.build_request(target.root, o.group.slug, o.group.title, base, o.commit,
                                    o.group.files, path)
         found = reviewer.review(req)
-        o.review = review.Verdict(found, {f.id for f in found if f.id in waived},
+        o.review = review.ReviewResult(found, {f.id for f in found if f.id in waived},
                                   reviewer.name)
         for f in found:
             journal.event("review", f"{f.id} {f.severity} {f.where}: {f.message}",
