@@ -36,6 +36,7 @@ from .errors import ConfigError
 from .model import Direction, ParamValue
 from .platforms import PlatformSpec, parse_platforms
 from .tomlpos import key_line
+from .watch import WatchSpec, from_table
 
 CONFIG_NAME = "assay.toml"
 READERS = ("metric_lines", "summary_block", "json")
@@ -174,6 +175,7 @@ class MetricSpec:
     source: str = "stdout"  # "stdout" or a file path (relative to the worktree) to read
     bounds: tuple[float, float] | None = None
     tolerance: float = 0.0  # guards: the relative regression allowed
+    watch: WatchSpec | None = None  # progress lines and early-stop conditions (assay.watch)
 
 
 @dataclass(frozen=True)
@@ -328,9 +330,15 @@ def _metric(sec: Section, guard: bool = False) -> MetricSpec:
         if bounds[0] >= bounds[1]:
             raise sec.error("bounds", "low must be below high", "[low, high] with low < high")
     tol = sec.number("tolerance", 0.0 if not guard else 0.02, low=0.0, high=10.0)
+    watch = None
+    if not guard and sec.has("watch"):
+        wsec = sec.table("watch")
+        watch = from_table(wsec.data, "metric.watch",
+                           lambda key, msg, valid: wsec.error(key, msg, valid))
     spec = MetricSpec(name=name, direction=direction, unit=sec.get("unit", str, ""),
                       reader=reader, json_path=json_path,
-                      source=sec.get("source", str, "stdout"), bounds=bounds, tolerance=tol)
+                      source=sec.get("source", str, "stdout"), bounds=bounds, tolerance=tol,
+                      watch=watch)
     sec.reject_unknown()
     return spec
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .config import EnvSpec, LimitSpec
 from .errors import ExecutorError
+from .watch import Watcher
 
 GRACE_S = 2.0
 TOKEN_VAR = "ASSAY_PROC_TOKEN"
@@ -55,6 +56,7 @@ class ProcResult:
     wall_s: float
     stdout: str
     stderr: str
+    stopped: str = ""  # why a watcher stopped the run early ('' if it did not)
 
 
 class CancelToken:
@@ -307,7 +309,7 @@ def reap(registry: Path) -> list[int]:
 def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         stdout_path: Path, stderr_path: Path, limits: LimitSpec | None = None,
         cancel: CancelToken | None = None, registry: Path | None = None,
-        hide: Sequence[Path] = ()) -> ProcResult:
+        hide: Sequence[Path] = (), watch: Watcher | None = None) -> ProcResult:
     """Run ``cmd`` with bash in its own process group; never leaves a process behind.
 
     ``hide`` names paths the command must not see: it then runs in its own mount and PID
@@ -315,7 +317,8 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
     processes in ``/proc``; :func:`mount_isolation_available` says whether the machine
     allows it (else this raises ExecutorError). ``registry`` (default: the ``.assay/procs``
     folder of the target holding ``cwd``) records the process so that a later run can
-    :func:`reap` it after a crash.
+    :func:`reap` it after a crash. ``watch`` reads the output as it arrives and stops the
+    run at its first breach (``ProcResult.stopped`` says why).
     """
     argv = command_argv(cmd, limits, hide)
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
@@ -338,6 +341,8 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         if cancel is not None:
             cancel._add(pgid)
         timed_out = False
+        stopped = ""
+        follow = _Follower(stdout_path, watch) if watch is not None else None
         try:
             deadline = start + timeout_s
             while True:
@@ -350,6 +355,10 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                     if time.monotonic() >= deadline:
                         timed_out = True
                         break
+                    if follow is not None:
+                        stopped = follow.poll(time.monotonic())
+                        if stopped:
+                            break
             if proc.returncode is None:
                 kill_group(pgid, signal.SIGTERM)
                 try:
@@ -366,7 +375,32 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                 entry.unlink(missing_ok=True)
     wall = time.monotonic() - start
     cancelled = cancel is not None and cancel.cancelled
-    return ProcResult(exit_code=None if (timed_out or cancelled) else proc.returncode,
+    if follow is not None:
+        follow.close()
+    return ProcResult(exit_code=None if (timed_out or cancelled or stopped) else proc.returncode,
                       timed_out=timed_out, cancelled=cancelled, wall_s=wall,
                       stdout=stdout_path.read_text(errors="replace"),
-                      stderr=stderr_path.read_text(errors="replace"))
+                      stderr=stderr_path.read_text(errors="replace"), stopped=stopped)
+
+
+class _Follower:
+    """Reads a growing output file line by line and hands complete lines to a watcher."""
+
+    def __init__(self, path: Path, watch: Watcher) -> None:
+        self.fh = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self.watch = watch
+        self.rest = b""
+
+    def poll(self, now: float) -> str:
+        chunk = self.fh.read()
+        if chunk:
+            *lines, self.rest = (self.rest + chunk).split(b"\n")
+            for raw in lines:
+                for part in raw.split(b"\r"):  # progress bars rewrite one line
+                    why = self.watch.feed(part.decode(errors="replace"), now)
+                    if why:
+                        return why
+        return self.watch.tick(now)
+
+    def close(self) -> None:
+        self.fh.close()

@@ -13,7 +13,7 @@ import hashlib
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import process
@@ -21,6 +21,7 @@ from .config import Command, MetricSpec, Target
 from .errors import AssayError, MetricError, PatchError
 from .metrics import check_bounds, read_metric
 from .model import Block, BlockResult, Role, RunResult, RunStatus, Slot
+from .watch import Watcher
 from .workspace import Workspace, diff_hashes, hash_paths, split_params
 
 
@@ -33,6 +34,11 @@ class SlotTrees:
     a: Path
     b: Path
     a_state: str = ""  # what A holds now (commit + params), to skip needless rebuilds
+    # the latest OK incumbent run on this slot: its key, progress-line medians and wall time
+    # (the reference of `incumbent` in watch conditions and of the time an early stop saves)
+    watch_key: str = ""
+    watch_ref: dict[str, float] = field(default_factory=dict)
+    wall_ref: float | None = None
 
 
 def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
@@ -76,6 +82,15 @@ def _prep(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, na
         tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
         return f"{name} exited {r.exit_code}: {' | '.join(tail)}"
     return ""
+
+
+def early_stop_reason(why: str, wall_s: float, full_s: float | None, timeout_s: float) -> str:
+    """The crash reason of a run a watch condition stopped, with the time it saved: the
+    incumbent's latest full run on the slot, or the bench timeout when there is none yet."""
+    full, ref = (full_s, "the incumbent's run") if full_s else (timeout_s, "the bench timeout")
+    saved = max(0.0, full - wall_s)
+    return (f"stopped early: {why}; after {wall_s:.1f} s, saving about {saved:.0f} s against "
+            f"{ref} ({full:.0f} s)")
 
 
 def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
@@ -149,10 +164,14 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         env = env_a if role is Role.INCUMBENT else env_b
         run_id = f"{block.block_id}-r{i + 1}"
         before = last_hash.get(cwd) or hash_paths(cwd, protected)
+        watcher = None
+        if target.metric.watch is not None:
+            watcher = Watcher(target.metric.watch,
+                              trees.watch_ref if trees.watch_key == a_key else None)
         r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"r{i + 1}-{role_ch}.out",
                         stderr_path=logs / f"r{i + 1}-{role_ch}.err",
-                        limits=target.limits, cancel=cancel)
+                        limits=target.limits, cancel=cancel, watch=watcher)
         if r.cancelled:
             return fail("cancelled", "block cancelled")
         after = hash_paths(cwd, protected)
@@ -163,6 +182,10 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         if after_changes:
             status, reason = RunStatus.HARNESS_CHANGED, f"run changed protected paths: " \
                                                         f"{after_changes}"
+        elif r.stopped:
+            status, reason = RunStatus.CRASHED, early_stop_reason(
+                r.stopped, r.wall_s, trees.wall_ref if trees.watch_key == a_key else None,
+                target.bench.timeout_s)
         elif r.timed_out:
             status, reason = RunStatus.TIMEOUT, f"killed after {target.bench.timeout_s:g}s"
         elif r.exit_code != 0:
@@ -180,6 +203,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
                 hv, hs, _hr = _read_all((target.holdout_metric,), h.stdout, cwd)
                 if hs is RunStatus.OK:
                     holdout = hv
+        if watcher is not None and role is Role.INCUMBENT and status is RunStatus.OK:
+            trees.watch_key, trees.watch_ref, trees.wall_ref = a_key, watcher.medians(), r.wall_s
         runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,
                               metrics, reason, r.exit_code, r.wall_s,
                               str(logs / f"r{i + 1}-{role_ch}.out"),

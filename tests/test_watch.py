@@ -1,0 +1,166 @@
+"""[metric.watch]: progress lines read while the bench runs, and each early-stop condition
+stopping a real subprocess that stalls, diverges or slows down."""
+
+from __future__ import annotations
+
+import math
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from assay import process
+from assay.errors import ConfigError
+from assay.watch import Watcher, WatchError, WatchSpec, from_table, parse_condition, validate
+from assay.worker import early_stop_reason
+
+LINE = r"step\s+(?P<step>\d+) \| loss (?P<loss>\S+) \| (?P<tokens_per_second>\d+) tok/s"
+STOP = ("tokens_per_second < 0.2 * incumbent", "loss is not finite",
+        "loss > 1.5 * ln(vocab) after step 10", "no progress line for 2 s")
+SPEC = WatchSpec(LINE, STOP, {"vocab": 512.0})
+
+
+def _bench(tmp_path: Path, body: str) -> str:
+    """A bench that prints progress lines like examples/gpt's train.py, then a summary."""
+    script = tmp_path / "bench.py"
+    script.write_text(textwrap.dedent("""\
+        import math, sys, time
+        def line(step, loss, tps):
+            print(f"step {step:5d} | loss {loss:.4f} | {tps:.0f} tok/s | mfu 40.0", flush=True)
+        """) + textwrap.dedent(body) + "\nprint('---'); print('val_bpb: 1.0')\n")
+    return f"{sys.executable} {script}"
+
+
+def _run(tmp_path: Path, cmd: str, incumbent: dict[str, float] | None = None,
+         timeout: float = 60.0) -> tuple[process.ProcResult, Watcher]:
+    w = Watcher(SPEC, incumbent)
+    r = process.run(cmd, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout_s=timeout,
+                    stdout_path=tmp_path / "out.txt", stderr_path=tmp_path / "err.txt",
+                    registry=tmp_path / "procs", watch=w)
+    return r, w
+
+
+def test_healthy_run_is_not_stopped(tmp_path: Path) -> None:
+    cmd = _bench(tmp_path, """
+        for s in range(1, 30):
+            line(s, 6.0 - 0.1 * s, 1000)
+            time.sleep(0.01)
+        """)
+    r, w = _run(tmp_path, cmd, {"tokens_per_second": 1000.0})
+    assert r.stopped == "" and r.exit_code == 0
+    assert w.lines == 29 and w.medians()["tokens_per_second"] == 1000.0
+
+
+def test_diverging_loss_nan_stops_the_run(tmp_path: Path) -> None:
+    cmd = _bench(tmp_path, """
+        line(1, 6.0, 1000); line(2, float("nan"), 1000)
+        time.sleep(120)
+        """)
+    t0 = time.monotonic()
+    r, _ = _run(tmp_path, cmd)
+    assert r.stopped.startswith("loss is not finite (loss = nan)"), r.stopped
+    assert r.exit_code is None and time.monotonic() - t0 < 60
+    assert "val_bpb" not in r.stdout
+
+
+def test_loss_above_limit_only_after_step_10(tmp_path: Path) -> None:
+    limit = 1.5 * math.log(512)  # 9.36
+    early = _bench(tmp_path, f"""
+        for s in range(1, 10):
+            line(s, {limit + 5}, 1000)
+        """)
+    r, _ = _run(tmp_path, early)
+    assert r.stopped == "" and r.exit_code == 0  # high loss before step 10 is allowed
+    late = _bench(tmp_path, f"""
+        for s in range(1, 13):
+            line(s, 5.0 if s < 12 else {limit + 1}, 1000)
+        time.sleep(120)
+        """)
+    r, _ = _run(tmp_path, late)
+    assert r.stopped.startswith("loss > 1.5 * ln(vocab) after step 10"), r.stopped
+    assert "limit 9.35" in r.stopped
+
+
+def test_stall_stops_the_run(tmp_path: Path) -> None:
+    cmd = _bench(tmp_path, """
+        line(1, 6.0, 1000); line(2, 5.9, 1000)
+        time.sleep(120)
+        """)
+    t0 = time.monotonic()
+    r, _ = _run(tmp_path, cmd)
+    took = time.monotonic() - t0
+    assert r.stopped.startswith("no progress line for 2 s"), r.stopped
+    assert 2.0 <= took < 60
+
+
+def test_slow_run_stops_against_the_incumbent(tmp_path: Path) -> None:
+    cmd = _bench(tmp_path, """
+        for s in range(1, 400):
+            line(s, 6.0 - 0.01 * s, 150)
+            time.sleep(0.2)
+        """)
+    r, _ = _run(tmp_path, cmd, {"tokens_per_second": 1000.0})
+    assert r.stopped == ("tokens_per_second < 0.2 * incumbent "
+                         "(tokens_per_second = 150, limit 200)"), r.stopped
+    # without an incumbent reference the condition is inactive
+    fast = _bench(tmp_path, """
+        for s in range(1, 5):
+            line(s, 6.0, 150)
+        """)
+    r, _ = _run(tmp_path, fast)
+    assert r.stopped == "" and r.exit_code == 0
+
+
+def test_early_stop_reason_says_what_was_saved() -> None:
+    text = early_stop_reason("loss is not finite (loss = nan)", 4.2, 45.0, 300.0)
+    assert text == ("stopped early: loss is not finite (loss = nan); after 4.2 s, saving "
+                    "about 41 s against the incumbent's run (45 s)")
+    assert "against the bench timeout (300 s)" in early_stop_reason("x", 10.0, None, 300.0)
+
+
+def test_expression_language_is_parsed_not_evaluated() -> None:
+    c = parse_condition("max(loss, 1) / 2 >= -(3 - ln(exp(4)))")
+    assert c.kind == "compare" and c.op == ">="
+    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", (c.text,)))
+    assert w.feed("loss 0.5", 0.0) == ""  # max(0.5, 1) / 2 = 0.5 < 1
+    assert w.feed("loss 4", 0.0).endswith("(value = 2, limit 1)")  # 4 / 2 >= 1
+    for bad in ("__import__('os').system('x') > 1", "loss > 1; rm", "loss >", "open(1) > 0",
+                "loss > 1 > 2", "loss"):
+        with pytest.raises(WatchError):
+            parse_condition(bad)
+
+
+def test_conditions_fire_in_declared_order() -> None:
+    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", ("loss > 2", "loss < 100")))
+    assert w.feed("no match here", 1.0) == ""
+    assert w.feed("loss 5", 1.0) == "loss > 2 (loss = 5, limit 2)"
+
+
+def test_config_errors_name_the_key() -> None:
+    def err(key: str, msg: str, valid: str) -> ConfigError:
+        return ConfigError(msg, key=f"metric.watch.{key}")
+
+    with pytest.raises(ConfigError, match="neither groups"):
+        from_table({"line": LINE, "stop": ["speed < 1"]}, "metric.watch", err)
+    with pytest.raises(ConfigError, match="named groups"):
+        from_table({"line": "loss", "stop": ["loss > 1"]}, "metric.watch", err)
+    with pytest.raises(ConfigError, match="not a key"):
+        from_table({"line": LINE, "stop": ["loss > 1"], "when": 1}, "metric.watch", err)
+    assert validate(SPEC) == ""
+
+
+def test_gpt_example_declares_the_four_conditions() -> None:
+    import assay.config as config
+
+    target = config.load(Path(__file__).resolve().parents[1] / "examples" / "gpt")
+    watch = target.metric.watch
+    assert watch is not None
+    kinds = sorted(c.kind for c in watch.conditions())
+    assert kinds == ["compare", "compare", "not_finite", "silence"]
+    w = Watcher(watch)
+    assert w.feed("step    20 | loss 4.8282 | 1587975 tok/s | mfu 36.35 | 3/300s | epoch 0.01",
+                  0.0) == ""
+    assert w.medians() == {"step": 20.0, "loss": 4.8282, "tokens_per_second": 1587975.0,
+                           "mfu": 36.35}
