@@ -160,6 +160,11 @@ class Journal:
             journal.migrate()
         return journal
 
+    @classmethod
+    def memory(cls) -> Journal:
+        """A journal held in memory (simulations, tests): the same schema, gone when closed."""
+        return cls.open(":memory:")
+
     def close(self) -> None:
         self.conn.close()
 

@@ -1,15 +1,21 @@
-"""The experiment loop on an ask/tell core.
+"""The experiment loop on an ask/tell core, driven one step at a time.
 
 ``Loop.ask(n)`` asks the proposer for up to ``n`` candidates, validates them and queues
-their first blocks; ``Loop.tell(result)`` records a finished block and moves its experiment
-on (another block, keep, discard, invalid). ``Loop.run()`` is the driver: calibrate, then
-waves of ask → dispatch → wait → tell until the budget is spent or the proposer is done.
-The CLI, the MCP server and the Python API all drive these same calls.
+their first blocks; ``Loop.tell(result)`` records a finished block and carries out what
+:func:`~assay.decide.decide_next` says about its experiment (another block, keep, discard,
+invalid). ``Loop.step()`` is one turn of ask → dispatch → wait → tell; ``Loop.run()`` is
+``begin()``, ``step()`` until it says stop, ``end()``. The CLI, the MCP server, the Python
+API and the simulator all drive the loop through ``run()``/``step()``: nothing else does.
 
 Dispatch order (deterministic): calibration blocks first, then re-measurements and
 confirmations, then everything else first-in first-out. A block is leased in the journal
 before it is submitted, so no block is dispatched twice; after a crash every block still
 marked running is re-queued and its partial runs dropped.
+
+The loop needs a :class:`~assay.journal.Journal` (a file, or ``Journal.memory()``), a
+:class:`~assay.repository.Repository` (the git :class:`~assay.workspace.Workspace`, or
+:class:`assay.testing.MemoryRepository`) and an :class:`~assay.executors.base.Executor`
+(real slots, or :class:`assay.executors.function.FunctionExecutor`).
 """
 
 from __future__ import annotations
@@ -29,7 +35,18 @@ from types import FrameType
 from typing import Any
 
 from .config import Target
-from .decision import DecisionContext, DecisionRule, FixedPairs, guards_hold, regression
+from .decide import (
+    Action,
+    BlockEvidence,
+    Discard,
+    Evidence,
+    Invalid,
+    Keep,
+    Measure,
+    Rerun,
+    decide_next,
+)
+from .decision import DecisionContext, DecisionRule
 from .errors import AssayError, ExecutorError, PatchError
 from .executors.base import Executor
 from .hooks import Hooks
@@ -45,30 +62,20 @@ from .model import (
     Incumbent,
     NextBlock,
     Pair,
-    Role,
     RunResult,
     RunStatus,
-    Verdict,
     as_pairs,
 )
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
+from .repository import Repository
 from .stats.expensive import CALIBRATION_PAIRS
-from .workspace import Workspace, check_scope, diff_hashes, hash_paths
+from .workspace import check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
 _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 LEASE_TTL_S = 120.0
-MAX_RERUNS = 2
-MAX_EXECUTOR_RETRIES = 3
 Event = Callable[[str, str, "Experiment | None"], None]
-
-
-def make_rule(target: Target) -> DecisionRule:
-    if target.decision.rule == "fixed":
-        return FixedPairs()
-    from . import stats
-
-    return stats.make_rule(target.decision)
+Until = Callable[[], str]  # '' to go on; otherwise why the run ends
 
 
 def order_for(next_block: NextBlock) -> str:
@@ -93,16 +100,30 @@ class Summary:
     failed: str = ""
 
 
+@dataclass
+class Drive:
+    """What one ``run()`` drives towards (set by :meth:`Loop.begin`)."""
+
+    budget: int  # experiments in the journal, in all
+    deadline: float | None = None  # time.monotonic() at which the run ends
+    max_hours: float | None = None
+    until: Until | None = None
+    propose: bool = True  # False: only measure what is queued (the MCP server)
+    last_beat: float = 0.0
+
+
 class Loop:
-    def __init__(self, target: Target, journal: Journal, workspace: Workspace,
+    def __init__(self, target: Target, journal: Journal, workspace: Repository,
                  executor: Executor, proposer: Proposer, rule: DecisionRule | None = None,
                  on_event: Event | None = None) -> None:
+        from .stats import make_rule
+
         self.target = target
         self.journal = journal
         self.ws = workspace
         self.executor = executor
         self.proposer = proposer
-        self.rule = rule or make_rule(target)
+        self.rule = rule or make_rule(target.decision)
         self.on_event = on_event or (lambda kind, msg, exp: None)
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self.session_id = f"{int(time.time())}-{os.getpid()}"
@@ -113,6 +134,8 @@ class Loop:
         self._stop = threading.Event()
         self._signals = 0
         self._calibrated = False
+        self._started: Incumbent | None = None
+        self.drive: Drive | None = None
         self.failed = ""
 
     # -- events --------------------------------------------------------------------
@@ -136,6 +159,9 @@ class Loop:
 
     # -- start / resume ------------------------------------------------------------
     def start(self) -> Incumbent:
+        """Set the run up (first run) or resume it (re-queue, re-decide); once per loop."""
+        if self._started is not None:
+            return self.incumbent
         if not self.target.limits.network:  # say it now, not after every block fails
             from .process import network_isolation_available
 
@@ -172,6 +198,7 @@ class Loop:
         for w in self.journal.workers():
             if w["quarantined"]:
                 self.executor.quarantine(w["name"])
+        self._started = inc
         return inc
 
     def _ensure_progress(self, exp: Experiment) -> None:
@@ -182,10 +209,11 @@ class Loop:
         if not self.journal.blocks(exp.id):
             self._queue_first(exp)
             return
-        self._judge(exp)
+        self._advance(exp)
 
     # -- ask -----------------------------------------------------------------------
-    def context(self) -> ProposalContext:
+    def proposal_context(self) -> ProposalContext:
+        """What a proposer sees: the incumbent, the history, the noise, the brief."""
         from .research import after_wave
 
         after_wave(self.target, self.journal)  # what the last wave showed, into the brief
@@ -220,7 +248,7 @@ class Loop:
         """Propose up to ``n`` candidates and queue them; rejected ones are recorded too."""
         if n <= 0:
             return []
-        ctx = self.context()
+        ctx = self.proposal_context()
         guarded = [*self.target.protected, "assay.toml"]
         before = hash_paths(self.target.root, guarded)
         try:
@@ -296,11 +324,12 @@ class Loop:
         return ""
 
     def _queue_first(self, exp: Experiment) -> None:
-        nb = self.rule.first_block(self._ctx())
+        nb = self.rule.first_block(self.decision_context())
         self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent)
 
     # -- dispatch ------------------------------------------------------------------
-    def _ctx(self, exp_id: str | None = None) -> DecisionContext:
+    def decision_context(self, exp_id: str | None = None) -> DecisionContext:
+        """What a decision rule sees (for ``exp_id``: the history without its own runs)."""
         cal = self.journal.get_meta("calibration") or {}
         inc = self.journal.incumbent()
         slots = tuple(s.name for s in self.executor.slots)
@@ -367,145 +396,55 @@ class Loop:
         """Record a finished block and move its experiment on. Idempotent."""
         if not self.journal.record_block(result):
             return None
+        self.update_noise(result)
         if result.experiment_id == CAL:
-            self._maybe_calibrate()
             return None
         exp = self.journal.experiment(result.experiment_id)
         if exp is None or exp.state.is_finished():
             return exp
-        if result.error_kind == "executor":
-            failures = sum(1 for b in self.journal.blocks(exp.id) if b["error_kind"] == "executor")
-            if failures > MAX_EXECUTOR_RETRIES:  # a failure that follows it everywhere
-                return self._finish(exp, ExperimentState.CRASHED,
-                                    f"executor: {result.error} (failed {failures} times on "
-                                    "every slot tried; not retried again)")
-            # The machine failed, not the candidate: measure this block again.
-            self.emit("retry", f"{exp.id}: block {result.block_id} failed on "
-                               f"{result.worker} ({result.error}); queued again", exp)
-            self._add_block(exp, NextBlock(self._pairs_of(result), BlockKind.RERUN,
-                                           reason="executor failure"), avoid=result.worker)
-            return exp
-        if result.error:
-            state = ExperimentState.INVALID
-            return self._finish(exp, state, f"{result.error_kind}: {result.error}")
-        return self._judge(exp)
+        return self._advance(exp)
 
-    def _pairs_of(self, result: BlockResult) -> int:
-        if result.runs:
-            return max(1, len(result.runs) // 2)
-        return self.target.decision.pairs_per_block
+    def evidence(self, exp_id: str) -> Evidence:
+        """A frozen snapshot of what is known about ``exp_id``, for :func:`decide_next`."""
+        runs: dict[str, list[RunResult]] = {}
+        for r in self.journal.runs(exp_id):
+            runs.setdefault(r.block_id, []).append(r)
+        blocks = tuple(
+            BlockEvidence(b["id"], BlockKind(b["kind"]), b["inc_commit"], b["slot"] or "",
+                          tuple(sorted(runs.get(b["id"], ()), key=lambda r: r.index)),
+                          b["error"], b["error_kind"])
+            for b in self.journal.blocks(exp_id) if b["state"] == "done")
+        return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id),
+                        self.target.metric.name, tuple(self.target.guards),
+                        self.target.holdout_metric)
+
+    def _advance(self, exp: Experiment) -> Experiment:
+        """Decide what comes next for ``exp`` and do it."""
+        return self._act(exp, decide_next(self.evidence(exp.id), self.rule))
+
+    def _act(self, exp: Experiment, action: Action) -> Experiment:
+        decision = action.decision if not isinstance(action, Rerun) else None
+        if decision is not None:
+            self.journal.set_decision(exp.id, decision)
+        if isinstance(action, Measure | Rerun):
+            if action.message:
+                self.emit(action.event, action.message, exp)
+            if isinstance(action, Measure) and action.notice:
+                self.emit("rebase", action.notice, exp)
+            if isinstance(action, Rerun) and action.fail:
+                self.fail(action.fail)
+            self._add_block(exp, action.block, avoid=action.avoid_slot)
+            return exp
+        if isinstance(action, Keep):
+            return self._keep(exp, action.decision)
+        if isinstance(action, Invalid):
+            state = ExperimentState.CRASHED if action.crashed else ExperimentState.INVALID
+            return self._finish(exp, state, action.reason, decision)
+        assert isinstance(action, Discard)
+        return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision)
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
         self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent, avoid_slot=avoid)
-
-    def _judge(self, exp: Experiment) -> Experiment:
-        inc = self.incumbent
-        blocks = [b for b in self.journal.blocks(exp.id) if b["state"] == "done"]
-        if not blocks:
-            self._queue_first(exp)
-            return exp
-        current = blocks[-1]["inc_commit"]
-        runs = self.journal.runs(exp.id)
-        cur_blocks = [b for b in blocks if b["inc_commit"] == current]
-        cur_ids = {b["id"] for b in cur_blocks}
-        cur_runs = [r for r in runs if r.block_id in cur_ids]
-        cand_runs = [r for r in cur_runs if r.role is Role.CANDIDATE]
-
-        harness = [r for r in cand_runs if r.status is RunStatus.HARNESS_CHANGED]
-        if harness:
-            return self._finish(exp, ExperimentState.INVALID,
-                                f"harness_changed: {harness[0].reason}")
-        ok = [r for r in cand_runs if r.status is RunStatus.OK]
-        if cand_runs and not ok:
-            bad = cand_runs[-1]
-            state = (ExperimentState.INVALID if bad.status in (RunStatus.INVALID,)
-                     else ExperimentState.CRASHED if bad.status in (RunStatus.CRASHED,
-                                                                    RunStatus.TIMEOUT)
-                     else None)
-            if state is not None:
-                return self._finish(exp, state, f"{bad.status.value}: {bad.reason}")
-        suspicious = [r for r in cand_runs if r.status is RunStatus.SUSPICIOUS]
-        reruns = sum(1 for b in blocks if b["kind"] == BlockKind.RERUN.value)
-        if suspicious and blocks[-1]["kind"] != BlockKind.RERUN.value:
-            if reruns >= MAX_RERUNS:
-                return self._finish(exp, ExperimentState.INVALID,
-                                    f"suspicious results persist after {reruns} re-measurements: "
-                                    f"{suspicious[-1].reason}")
-            self.emit("rerun", f"{exp.id}: suspicious result re-measured "
-                               f"({suspicious[-1].reason})", exp)
-            self._add_block(exp, NextBlock(self.target.decision.pairs_per_block, BlockKind.RERUN,
-                                           reason="suspicious"))
-            return exp
-
-        last_runs = [r for r in cur_runs if r.block_id == blocks[-1]["id"]]
-        a_runs = [r for r in last_runs if r.role is Role.INCUMBENT]
-        if a_runs and not any(r.status is RunStatus.OK for r in a_runs):
-            why = (f"the incumbent's benchmark fails on slot {blocks[-1]['slot']}: "
-                   f"{a_runs[-1].status.value}: {a_runs[-1].reason} (logs: "
-                   f"{a_runs[-1].stderr_path}); fix the target, then `assay run` resumes")
-            self.emit("error", why, exp)
-            self.fail(why)
-            self._add_block(exp, NextBlock(self.target.decision.pairs_per_block,
-                                           BlockKind.RERUN, reason="incumbent failed"))
-            return exp
-        limit = 4 * self.target.decision.max_pairs + 8
-        if len(runs) > limit:
-            return self._finish(exp, ExperimentState.INVALID,
-                                f"no decision after {len(runs)} runs (limit {limit}): too few "
-                                "usable pairs; see `assay show` for the failing runs")
-
-        pairs: list[Pair] = []
-        for b in cur_blocks:
-            b_runs = [r for r in cur_runs if r.block_id == b["id"]]
-            pairs += as_pairs(b_runs, self.target.metric.name, b["slot"] or "", b["id"],
-                              BlockKind(b["kind"]))
-        decision = self.rule.decide(pairs, self._ctx(exp.id))
-        decision = self._with_values(decision, cur_runs)
-        self.journal.set_decision(exp.id, decision)
-        if decision.verdict is Verdict.CONTINUE:
-            nb = decision.next_block or NextBlock(self.target.decision.pairs_per_block)
-            avoid = blocks[-1]["slot"] if nb.other_slot else None
-            self._add_block(exp, nb, avoid=avoid)
-            self.emit("measure", f"{exp.id}: {decision.reason}", exp)
-            if current != inc.commit:
-                so_far = "" if decision.effect is None else f", {decision.effect:+.2%}"
-                self.emit("rebase", f"{exp.id}: the incumbent moved to {inc.commit[:12]} "
-                                    f"({inc.experiment_id or 'a keep'}); its "
-                                    f"{decision.pairs_used} pair(s) against the old one"
-                                    f"{so_far} are set aside and it is measured again "
-                                    "against the new one", exp)
-            return exp
-        if decision.verdict is Verdict.KEEP and current != inc.commit:
-            self.emit("rebase", f"{exp.id} would be kept, but the incumbent moved to "
-                                f"{inc.commit[:12]}: measuring it again against the new one", exp)
-            self._queue_first(exp)
-            return exp
-        if decision.verdict is Verdict.KEEP:
-            good, why = guards_hold(cur_runs, self.target.guards)
-            if good and self.target.holdout_metric is not None:
-                why = regression(cur_runs, self.target.holdout_metric, holdout=True)
-                good = not why
-            if not good:
-                return self._finish(exp, ExperimentState.DISCARDED,
-                                    f"the effect is real but {why}", decision)
-            return self._keep(exp, decision)
-        if decision.verdict is Verdict.INVALID:
-            return self._finish(exp, ExperimentState.INVALID, decision.reason, decision)
-        return self._finish(exp, ExperimentState.DISCARDED, decision.reason, decision)
-
-    def _with_values(self, d: Decision, runs: Sequence[RunResult]) -> Decision:
-        name = self.target.metric.name
-        a = [r.metrics[name] for r in runs if r.role is Role.INCUMBENT and
-             r.status is RunStatus.OK and name in r.metrics]
-        b = [r.metrics[name] for r in runs if r.role is Role.CANDIDATE and
-             r.status is RunStatus.OK and name in r.metrics]
-        details = dict(d.details)
-        if a:
-            details["incumbent_value"] = statistics.median(a)
-        if b:
-            details["candidate_value"] = statistics.median(b)
-        details["runs_total"] = len(runs)
-        return dataclasses.replace(d, details=details)
 
     def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
         inc = self.incumbent
@@ -550,7 +489,16 @@ class Loop:
         except Exception as exc:  # a proposer bug must not lose the result
             self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
 
-    # -- calibration ---------------------------------------------------------------
+    # -- noise -------------------------------------------------------------------------
+    def update_noise(self, result: BlockResult) -> None:
+        """The one place a finished block updates what the loop knows about noise.
+
+        Today: when the last A/A calibration block is in, calibrate (per-slot noise,
+        quarantine, the effective δ) once for the journal.
+        """
+        if result.experiment_id == CAL:
+            self._maybe_calibrate()
+
     def calibrate(self) -> None:
         """Queue A/A blocks on every slot (once per run)."""
         if self._calibrated or self.target.decision.aa_blocks <= 0:
@@ -622,57 +570,91 @@ class Loop:
     def _total(self) -> int:
         return self.journal.count_experiments()
 
-    def run(self, budget: int | None = None, max_hours: float | None = None) -> Summary:
+    def run(self, budget: int | None = None, max_hours: float | None = None, *,
+            until: Until | None = None, propose: bool = True) -> Summary:
+        """Drive the loop until the budget is spent, the proposer is done or it is stopped.
+
+        ``until`` is asked before every step: a non-empty answer ends the run with it as
+        the reason. ``propose=False`` measures only what is queued (no proposer is asked).
+        """
+        self.begin(budget, max_hours, until=until, propose=propose)
+        try:
+            while self.step():
+                pass
+        finally:
+            self.end()
+        return self.summary()
+
+    def begin(self, budget: int | None = None, max_hours: float | None = None, *,
+              until: Until | None = None, propose: bool = True) -> None:
+        """Start or resume, queue calibration, and set what the steps drive towards."""
         budget = budget if budget is not None else self.target.run.budget
         max_hours = max_hours if max_hours is not None else self.target.run.max_hours
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
         self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
         self.start()
         self.calibrate()
-        last_beat = 0.0
-        try:
-            while not self._stop.is_set():
-                if not self.lock_held():
-                    self.fail("this run lost its lock (its heartbeat went stale and another run "
-                              "took the target over); stopping")
-                    break
-                if not self.executor.slots:  # never wait forever on nothing
-                    self.stop_reason = "no slot is left to run blocks on (all quarantined)"
-                    break
-                if self.stop_file.exists():
-                    self.stop_file.unlink(missing_ok=True)
-                    self.request_stop("a stop was requested (assay stop / the MCP stop tool)")
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    self.stop_reason = f"the time budget of {max_hours:g} h is spent"
-                    break
-                queued = len(self.journal.blocks(states=("queued",)))
-                free = self.executor.free_slots()
-                room = budget - self._total()
-                if (self._calibrated and not self.exhausted and room > 0 and free > queued):
-                    self.ask(min(free - queued, room))
-                self.dispatch()
-                running = self.executor.running()
-                # The journal, not the executor, says what is in flight: a block whose
-                # result is between the executor's threads and wait() is still running.
-                if not running and not self.journal.blocks(states=("queued", "running")):
-                    if self.exhausted or self._total() >= budget:
-                        self.stop_reason = self.stop_reason or f"the budget of {budget} " \
-                                                               "experiments is spent"
-                        break
-                    if not self._calibrated:
-                        continue
-                for res in self.executor.wait(timeout=0.2):
-                    self.tell(res)
-                if time.monotonic() - last_beat > LEASE_TTL_S / 4:
-                    self.journal.heartbeat(list(self.executor.running()), self.owner,
-                                           LEASE_TTL_S)
-                    last_beat = time.monotonic()
-        finally:
-            self._shutdown()
-        return self.summary()
+        self.drive = Drive(budget, deadline, max_hours, until, propose)
 
-    def _shutdown(self) -> None:
+    def _should_stop(self, d: Drive) -> bool:
+        """Whether the run must end before this step (``stop_reason`` then says why)."""
+        if self._stop.is_set():
+            return True
+        goal = d.until() if d.until is not None else ""
+        if goal:
+            self.stop_reason = goal
+            return True
+        if not self.lock_held():
+            self.fail("this run lost its lock (its heartbeat went stale and another run "
+                      "took the target over); stopping")
+            return True
+        if not self.executor.slots:  # never wait forever on nothing
+            self.stop_reason = "no slot is left to run blocks on (all quarantined)"
+            return True
+        if self.stop_file.exists():
+            self.stop_file.unlink(missing_ok=True)
+            self.request_stop("a stop was requested (assay stop / the MCP stop tool)")
+            return True
+        if d.deadline is not None and time.monotonic() > d.deadline:
+            self.stop_reason = f"the time budget of {d.max_hours:g} h is spent"
+            return True
+        return False
+
+    def step(self) -> bool:
+        """One turn: ask → dispatch → wait → tell. False when the run should end
+        (``stop_reason`` says why); call :meth:`begin` first and :meth:`end` after."""
+        d = self.drive
+        if d is None:
+            raise AssayError("call begin() before step()")
+        if self._should_stop(d):
+            return False
+        queued = len(self.journal.blocks(states=("queued",)))
+        free = self.executor.free_slots()
+        room = d.budget - self._total()
+        if d.propose and self._calibrated and not self.exhausted and room > 0 and free > queued:
+            self.ask(min(free - queued, room))
+        self.dispatch()
+        # The journal, not the executor, says what is in flight: a block whose result is
+        # between the executor's threads and wait() is still running.
+        if not self.executor.running() and not self.journal.blocks(states=("queued", "running")):
+            if not d.propose:
+                self.stop_reason = self.stop_reason or "nothing is left to run"
+                return False
+            if self.exhausted or self._total() >= d.budget:
+                self.stop_reason = self.stop_reason or f"the budget of {d.budget} " \
+                                                       "experiments is spent"
+                return False
+            if not self._calibrated:
+                return True
+        for res in self.executor.wait(timeout=0.2):
+            self.tell(res)
+        if time.monotonic() - d.last_beat > LEASE_TTL_S / 4:
+            self.journal.heartbeat(list(self.executor.running()), self.owner, LEASE_TTL_S)
+            d.last_beat = time.monotonic()
+        return True
+
+    def end(self) -> None:
+        """Cancel and re-queue what is running, fire ``on_finish``, close the backends."""
         running = list(self.executor.running())
         for bid in running:
             self.executor.cancel(bid)
@@ -688,6 +670,7 @@ class Loop:
         self.hooks.join()
         self.executor.close()
         self.proposer.close()
+        self.drive = None
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, frame: FrameType | None) -> None:

@@ -176,3 +176,98 @@ def test_run_experiment_on_a_new_target_calibrates_first(bare_target: Path) -> N
     assert st["counts"] == {"kept": 1}
     assert not (bare_target / ".assay" / "stop").exists()
     assert not (bare_target / ".assay" / "run.lock").exists()
+
+
+def _slow_target(root: Path, log: Path) -> Path:
+    """The tiny target with a one-second benchmark, no calibration and an on_finish hook."""
+    import subprocess
+
+    bench = root / "bench.py"
+    bench.write_text("import time\ntime.sleep(1.0)\n" + bench.read_text())
+    config = root / "assay.toml"
+    line = f"echo \"$ASSAY_HOOK_KEY|$ASSAY_STOP_REASON\" >> {log}"
+    config.write_text(config.read_text().replace("aa_blocks = 1", "aa_blocks = 0")
+                      + f"\n[hooks]\non_finish = '{line}'\n")
+    subprocess.run(["git", "commit", "-qam", "slow bench"], cwd=root, check=True)
+    return root
+
+
+def test_run_experiment_goes_through_the_loop_driver(bare_target: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MCP path gets what `assay run` gets: it stops when it loses its lock, re-queues
+    the block it was running, and fires on_finish."""
+    import sqlite3
+    import threading
+    import time
+
+    from assay.errors import AssayError
+    from assay.lock import RunLock
+
+    log = tmp_path / "hooks.log"
+    root = _slow_target(bare_target, log)
+    lost = threading.Event()
+
+    class LosingLock(RunLock):
+        """A lock that stops being held the moment ``lost`` is set (a stolen heartbeat)."""
+
+        releasing = False
+
+        @property  # type: ignore[override]
+        def held(self) -> bool:
+            return self._held and (self.releasing or not lost.is_set())
+
+        @held.setter
+        def held(self, value: bool) -> None:
+            self._held = value
+
+        def release(self) -> None:  # the test's own cleanup: the file is really freed
+            self.releasing = True
+            super().release()
+
+    monkeypatch.setattr(api, "RunLock", LosingLock)
+    target = api.load(root)
+
+    def lose_when_running() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not lost.is_set():
+            if (target.state_dir / "journal.sqlite").exists():
+                try:
+                    journal = api.open_journal(target, readonly=True)
+                except AssayError:
+                    continue  # not a journal yet: the run is still creating it
+                try:
+                    if journal.blocks("e0001", states=("running",)):
+                        lost.set()
+                except sqlite3.Error:
+                    pass  # its tables are not there yet
+                finally:
+                    journal.close()
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=lose_when_running, daemon=True)
+    watcher.start()
+    out = mcp_faces.run_experiment(target, PATCH.format(old="1.0", value="2.0"), "double BONUS",
+                                   timeout_s=120)
+    watcher.join(timeout=5)
+    assert lost.is_set()
+    assert out["finished"] is False and out["kept"] is False
+    assert "lost its lock" in out["stopped"] and "left queued" in out["stopped"]
+    journal = api.open_journal(target, readonly=True)
+    try:
+        [block] = journal.blocks("e0001")
+        assert block["state"] == "queued" and block["slot"] is None  # re-queued for resume
+        assert journal.runs("e0001") == []  # its partial runs dropped
+        hooks = journal.hooks()
+        events = [e["kind"] for e in journal.events()]
+    finally:
+        journal.close()
+    assert [h["event"] for h in hooks] == ["on_finish"] and hooks[0]["status"] == "ok"
+    assert "stop" in events
+    [line] = log.read_text().splitlines()
+    assert line.startswith("on_finish:") and "lost its lock" in line
+    # The next call resumes the re-queued block and decides the experiment.
+    monkeypatch.setattr(api, "RunLock", RunLock)
+    again = mcp_faces.run_experiment(target, PATCH.format(old="1.0", value="2.5"), "more BONUS",
+                                     timeout_s=120)
+    assert again["finished"] is True and again["stopped"] == ""
+    assert mcp_faces.log(target)[0]["state"] == "kept"  # e0001, resumed and decided

@@ -96,7 +96,7 @@ def test_a_result_told_twice_is_counted_once(repo: Repo) -> None:
         assert loop.tell(results[0]) is None  # already recorded: nothing happens
         assert len(loop.journal.runs(exp.id)) == runs
         assert not loop.journal.lease_block(results[0].block_id, "", "x", 60)
-        loop._shutdown()
+        loop.end()
 
 
 class RecordingExecutor(Executor):

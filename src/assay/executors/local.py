@@ -16,6 +16,7 @@ from ..process import CancelToken
 from ..worker import SlotTrees, run_block
 from ..workspace import Workspace
 from .base import Executor
+from .slots import pick_slot
 
 
 def local_slots(target: Target) -> list[Slot]:
@@ -59,14 +60,11 @@ class LocalExecutor(Executor):
         return self._trees[slot.name]
 
     def _pick(self, block: Block) -> Slot:
-        free = [s for s in self.slots if s.name not in self._busy]
-        if not free:
+        by_name = {s.name: s for s in self.slots if s.name not in self._busy}
+        name = pick_slot(list(by_name), block)
+        if name is None:
             raise RuntimeError("submit() called with no free slot")
-        for s in free:
-            if s.name == block.prefer_slot:
-                return s
-        others = [s for s in free if s.name != block.avoid_slot]
-        return (others or free)[0]
+        return by_name[name]
 
     def submit(self, block: Block) -> str:
         with self._lock:

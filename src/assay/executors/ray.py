@@ -53,6 +53,7 @@ from ..model import Block, BlockResult, Slot
 from ..workspace import Workspace
 from . import bundle
 from .base import Executor
+from .slots import pick_slot
 
 SLOT_RESOURCE = "assay_slot"
 LOG_LIMIT = 1 << 20  # bytes of each log file shipped back (the tail)
@@ -335,12 +336,8 @@ class RayExecutor(Executor):
         bad_nodes = {self._slot_node.get(s) for s in exclude}
         free = [n for n in self._slots if self._usable(n) and n not in self._busy
                 and n not in exclude and self._slot_node[n] not in bad_nodes]
-        if not free:
-            return None
-        if block.prefer_slot in free:
-            return self._slots[block.prefer_slot]
-        others = [n for n in free if n != block.avoid_slot]
-        return self._slots[(others or free)[0]]
+        name = pick_slot(free, block)
+        return None if name is None else self._slots[name]
 
     def submit(self, block: Block) -> str:
         self.refresh()

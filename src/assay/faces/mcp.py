@@ -10,8 +10,10 @@ Tools:
 - ``stop``: ask a running loop to stop gracefully (creates ``.assay/stop``).
 
 ``run_experiment`` takes the run lock for its duration, so it refuses while an
-``assay run`` holds it (and vice versa). It drives the same ask/tell core as ``assay run``
-(:meth:`Loop.submit_candidate`, ``dispatch``, ``tell``), with no proposer of its own.
+``assay run`` holds it (and vice versa). It queues the candidate with
+:meth:`Loop.submit_candidate` and drives the loop with :meth:`Loop.run` (no proposer asked)
+until the experiment is decided, so it gets what ``assay run`` gets: the lock check, the
+stop file, hooks (``on_finish`` included) and re-queueing of blocks still running.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ..config import Target
 from ..errors import AssayError
 from ..export import experiment_dict
 from ..journal import Journal
-from ..loop import LEASE_TTL_S, Loop
+from ..loop import Loop
 from ..model import Candidate, Experiment, ExperimentState, ParamValue
 from ..proposers.base import ProposalContext, Proposer
 from .data import lock_state, open_readonly, status_data
@@ -167,66 +169,33 @@ def run_experiment(target: Target, patch: str = "", hypothesis: str = "",
     if not patch.strip() and not params:
         raise AssayError("give a unified diff (patch) or parameter values to measure")
     with api.session(target, proposer=OutsideProposer()) as loop:
-        # We hold the run lock, so no loop is live: a stop file now is left over.
-        loop.stop_file.unlink(missing_ok=True)
         loop.start()
-        loop.calibrate()
+        loop.calibrate()  # a new target measures its noise before the candidate
         inc = loop.incumbent
         cand = Candidate(base_commit=inc.commit, patch=patch, params=dict(params or {}),
                          hypothesis=hypothesis.strip() or "(no hypothesis given)",
                          proposer=proposer, sources=tuple(sources), hypothesis_id=hypothesis_id,
                          meta=dict(meta or {}))
         exp = loop.submit_candidate(cand)
-        stopped = _drive(loop, exp.id, timeout_s)
+        loop.run(max_hours=timeout_s / 3600, propose=False,
+                 until=functools.partial(_decided, loop, exp.id))
         done = loop.journal.experiment(exp.id)
         assert done is not None
         out = experiment_dict(loop.journal, done)
         new_inc = loop.journal.incumbent()
     out["kept"] = done.state is ExperimentState.KEPT
     out["finished"] = done.state.is_finished()
-    out["stopped"] = stopped
+    out["stopped"] = "" if out["finished"] else (
+        f"{loop.stop_reason}; the experiment is left queued")
     out["incumbent"] = None if new_inc is None else {
         "commit": new_inc.commit, "params": dict(new_inc.params),
         "experiment": new_inc.experiment_id}
     return out
 
 
-def _drive(loop: Loop, exp_id: str, timeout_s: float) -> str:
-    """Dispatch and tell until ``exp_id`` is decided; '' or why it stopped early."""
-    deadline = time.monotonic() + timeout_s
-    last_beat = 0.0
-    why = ""
-    try:
-        while True:
-            exp = loop.journal.experiment(exp_id)
-            if exp is None or exp.state.is_finished():
-                break
-            if loop.stop_file.exists():
-                loop.stop_file.unlink(missing_ok=True)
-                why = "a stop was requested; the experiment is left queued"
-                break
-            if time.monotonic() > deadline:
-                why = f"not decided within {timeout_s:g}s; the experiment is left queued"
-                break
-            loop.dispatch()
-            if not loop.executor.running() and not loop.journal.blocks(states=("queued",)):
-                why = "nothing is left to run, yet the experiment is not decided"
-                break
-            for res in loop.executor.wait(timeout=0.2):
-                loop.tell(res)
-            if time.monotonic() - last_beat > LEASE_TTL_S / 4:
-                loop.journal.heartbeat(list(loop.executor.running()), loop.owner, LEASE_TTL_S)
-                last_beat = time.monotonic()
-    finally:
-        running = list(loop.executor.running())
-        for bid in running:
-            loop.executor.cancel(bid)
-        if running:
-            loop.journal.requeue(running)
-        loop.hooks.join()
-        loop.executor.close()
-        loop.proposer.close()
-    return why
+def _decided(loop: Loop, exp_id: str) -> str:
+    exp = loop.journal.experiment(exp_id)
+    return f"{exp_id} is decided" if exp is None or exp.state.is_finished() else ""
 
 
 # -- the MCP server ----------------------------------------------------------------------
