@@ -58,7 +58,7 @@ def block(bid: str, values: Sequence[tuple[float, float]], *, kind: BlockKind = 
             held = {"score": holdout[i][side]} if holdout else {}
             runs.append(RunResult(f"{bid}-r{len(runs) + 1}", bid, "e0001", role, len(runs) + 1,
                                   ok, metrics, "" if ok is RunStatus.OK else f"{ok.value} run",
-                                  worker=slot, holdout=held))
+                                  slot=slot, holdout=held))
     return BlockEvidence(bid, kind, commit, slot, tuple(runs), error, error_kind)
 
 

@@ -12,6 +12,7 @@ from assay.journal import MIGRATIONS, Journal
 from assay.model import (
     BlockKind,
     BlockResult,
+    BlockState,
     Candidate,
     ExperimentState,
     Incumbent,
@@ -77,11 +78,11 @@ def test_stale_leases_are_requeued_and_partial_runs_dropped(tmp_path: Path) -> N
     j.lease_block(bid, "s0", "dead-owner", ttl_s=-1)
     with j.tx():
         j.conn.execute("INSERT INTO runs (id, block_id, experiment_id, role, idx, status, metrics,"
-                       " holdout, reason, exit_code, wall_s, stdout_path, stderr_path, worker,"
+                       " holdout, reason, exit_code, wall_s, stdout_path, stderr_path, slot,"
                        " created_at) VALUES ('x', ?, ?, 'A', 1, 'ok', '{}', '{}', '', 0, 0, '',"
                        " '', 's0', 0)", (bid, exp.id))
     assert j.requeue_stale() == [bid]
-    assert j.blocks(exp.id)[0]["state"] == "queued"
+    assert j.blocks(exp.id)[0].state is BlockState.QUEUED
     assert j.runs(exp.id) == []
 
 
@@ -107,3 +108,37 @@ def test_hypotheses_dedup_and_status(tmp_path: Path) -> None:
 def test_readonly_open_of_missing_journal(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="no journal"):
         Journal.open(tmp_path / "none.sqlite", readonly=True)
+
+
+def test_a_journal_of_the_first_schema_is_migrated_to_slot_names(tmp_path: Path) -> None:
+    """tests/data/journal-0001.sqlite was written by assay before migration 0002 (a block
+    measured on slot s1, which was then quarantined): its stored names move to 'slot'."""
+    import shutil
+
+    path = tmp_path / "journal.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "journal-0001.sqlite", path)
+    old = sqlite3.connect(path)
+    assert {r[0] for r in old.execute("SELECT name FROM sqlite_master")} >= {"workers"}
+    old.close()
+    # A reader (assay status) on the old file sees the new names too.
+    ro = Journal.open(path, readonly=True)
+    assert [s.name for s in ro.slots()] == ["s1"]
+    ro.close()
+    j = Journal.open(path)
+    assert j.migrate() == []  # already brought forward by the reader
+    names = {r[0] for r in j.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "slots" in names and "workers" not in names
+    [slot] = j.slots()
+    assert (slot.name, slot.gpus, slot.quarantined, slot.reason) == (
+        "s1", (0,), True, "noisier than its peers")
+    runs = j.runs("e0001")
+    assert [r.slot for r in runs] == ["s1"] * 4 and runs[0].metrics == {"speed": 101.0}
+    [block] = j.blocks("e0001")
+    assert block.state is BlockState.DONE and block.slot == "s1"
+    assert block.incumbent == Incumbent("c0ffee", {"SIZE": 32})
+    assert [h.key for h in j.hooks()] == ["on_experiment:e0001"]
+    assert [e.kind for e in j.events()] == ["start"]
+    # New writes use the new names.
+    j.set_slot("s2", "localhost", (), 0.01)
+    assert [s.name for s in j.slots()] == ["s1", "s2"]
+    j.close()

@@ -45,7 +45,7 @@ def test_keeps_a_real_gain_and_discards_a_loss(tiny_target: TinyFactory) -> None
     shown = api.show("e0001", root)
     first_block = [r for r in shown["runs"] if r["block_id"] == "e0001-b1"]
     assert "".join(r["role"] for r in first_block) == "ABBA"
-    assert len({r["worker"] for r in first_block}) == 1
+    assert len({r["slot"] for r in first_block}) == 1
     assert all(Path(r["stdout_path"]).exists() for r in shown["runs"])
     assert "keep" in events and "discarded" in events
     st = api.status(root)
@@ -172,7 +172,7 @@ def test_runs_record_roles_and_slots(tiny_target: TinyFactory) -> None:
     for e in api.log(root):
         runs = api.show(e["id"], root)["runs"]
         assert {r["role"] for r in runs} == {Role.INCUMBENT.value, Role.CANDIDATE.value}
-        assert all(r["worker"] in ("s0", "s1") for r in runs)
+        assert all(r["slot"] in ("s0", "s1") for r in runs)
     assert all(ExperimentState(e["state"]).is_finished() for e in api.log(root))
 
 

@@ -12,7 +12,7 @@ from assay.config import Target, parse
 from assay.decide import MAX_EXECUTOR_RETRIES
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
-from assay.model import Block, BlockResult, Candidate, ExperimentState, Slot
+from assay.model import Block, BlockResult, BlockState, Candidate, ExperimentState, Slot
 from assay.repository import Repository
 from assay.testing import ROOT_COMMIT, MemoryRepository, memory_loop
 
@@ -90,10 +90,10 @@ def test_a_memory_loop_calibrates_keeps_a_win_and_discards_a_null(tmp_path: Path
     assert commit.parent == ROOT_COMMIT and commit.params == {"GAIN": 1.25}
     assert loop.journal.incumbent().commit == commit.sha  # type: ignore[union-attr]
     # Both were queued at once on two slots: e0002 was measured against the root commit.
-    assert {b["inc_commit"] for b in loop.journal.blocks("e0002")} == {ROOT_COMMIT}
-    assert {b["slot"] for b in loop.journal.blocks("e0001")} | {
-        b["slot"] for b in loop.journal.blocks("e0002")} == {"s0", "s1"}
-    assert not loop.journal.blocks(states=("queued", "running"))
+    assert {b.incumbent.commit for b in loop.journal.blocks("e0002")} == {ROOT_COMMIT}
+    assert {b.slot for b in loop.journal.blocks("e0001")} | {
+        b.slot for b in loop.journal.blocks("e0002")} == {"s0", "s1"}
+    assert not loop.journal.blocks(states=(BlockState.QUEUED, BlockState.RUNNING))
     assert exe.calls == len(loop.journal.blocks())
 
 
@@ -120,8 +120,8 @@ def test_a_failing_function_is_a_lost_slot_retried_then_crashed(tmp_path: Path) 
     loop.run(budget=1)
     [exp] = loop.journal.experiments()
     assert exp.state is ExperimentState.CRASHED and "the node went away" in exp.note
-    assert [b["error_kind"] for b in loop.journal.blocks(exp.id)] == ["executor"] * (
+    assert [b.error_kind for b in loop.journal.blocks(exp.id)] == ["executor"] * (
         MAX_EXECUTOR_RETRIES + 1)
     # Each retry avoided the slot that had just failed.
-    slots = [b["slot"] for b in loop.journal.blocks(exp.id)]
+    slots = [b.slot for b in loop.journal.blocks(exp.id)]
     assert all(x != y for x, y in itertools.pairwise(slots))

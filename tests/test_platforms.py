@@ -126,7 +126,7 @@ def test_pinned_gpu_reaches_the_benchmark(tmp_path: Path) -> None:
                          None, prefer_slot=slot.name))
     results = _collect(exe, 3)
     for r in results:
-        seen[r.worker] = r.runs[0].metrics["t"]
+        seen[r.slot] = r.runs[0].metrics["t"]
     exe.close()
     assert seen == {"gpu3": 3.0, "gpu5": 5.0, "gpu7": 7.0}
 
@@ -150,8 +150,8 @@ def test_platform_executor_runs_each_block_on_its_own_platform(tmp_path: Path) -
         exe.submit(b)
     results = {r.block_id: r for r in _collect(exe, 3)}
     exe.close()
-    assert results["b0"].worker == "arm-0" and results["b0"].runs[0].metrics["t"] == 2.0
-    assert {results["b1"].worker, results["b2"].worker} == {"x86-0", "x86-1"}
+    assert results["b0"].slot == "arm-0" and results["b0"].runs[0].metrics["t"] == 2.0
+    assert {results["b1"].slot, results["b2"].slot} == {"x86-0", "x86-1"}
     assert results["b1"].runs[0].metrics["t"] == 1.0
     with pytest.raises(ExecutorError, match="not one of"):
         exe.submit(Block("b9", "cal", BlockKind.AA, "A", Incumbent(head, {}), None,

@@ -186,7 +186,7 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                                     "experiment": inc.experiment_id},
             "baseline": p.baseline, "best": p.best,
             "branch": f"assay/{journal.get_meta('run_name', 'main')}",
-            "calibration": cal, "workers": journal.workers(),
+            "calibration": cal, "slots": [dataclasses.asdict(s) for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
         }
     finally:
@@ -218,7 +218,7 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         out = experiment_dict(journal, exp)
         out["decisions"] = [dataclasses.asdict(d) | {"verdict": d.verdict.value}
                             for d in journal.decisions(exp_id)]
-        out["blocks"] = journal.blocks(exp_id)
+        out["blocks"] = [dataclasses.asdict(b) for b in journal.blocks(exp_id)]
         out["runs"] = [dataclasses.asdict(r) | {"role": r.role.value, "status": r.status.value}
                        for r in journal.runs(exp_id)]
         for d in out["decisions"]:

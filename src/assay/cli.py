@@ -196,7 +196,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
         t.add_column(col)
     for r in data["runs"]:
         t.add_row(r["run_id"], r["role"], r["status"],
-                  ", ".join(f"{k}={v:.4g}" for k, v in r["metrics"].items()), r["worker"],
+                  ", ".join(f"{k}={v:.4g}" for k, v in r["metrics"].items()), r["slot"],
                   f"{r['wall_s']:.2f}", escape(r["reason"][:60]))
     console.print(t)
     if data["patch"]:

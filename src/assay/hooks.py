@@ -110,10 +110,10 @@ class Hooks:
         """Fire again the hooks a dead orchestrator started or owed (at least once)."""
         if not self.target.hooks:
             return
-        for row in self.journal.pending_hooks():
-            self.fire(row["event"], row["experiment_id"],
-                      self._env_for(row["event"], row["experiment_id"]), key=row["key"])
-        known = {row["key"] for row in self.journal.hooks()}
+        for row in self.journal.hooks("pending"):
+            self.fire(row.event, row.experiment_id, self._env_for(row.event, row.experiment_id),
+                      key=row.key)
+        known = {row.key for row in self.journal.hooks()}
         for exp in self.journal.experiments():
             if not exp.state.is_finished():
                 continue

@@ -28,16 +28,22 @@ from .errors import JournalError
 from .model import (
     BlockKind,
     BlockResult,
+    BlockRow,
+    BlockState,
     Candidate,
     Decision,
+    EventRow,
     Experiment,
     ExperimentState,
+    HookRow,
     Hypothesis,
     Incumbent,
+    IncumbentSample,
     NextBlock,
     Role,
     RunResult,
     RunStatus,
+    SlotRow,
     Verdict,
 )
 
@@ -110,6 +116,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     CREATE INDEX IF NOT EXISTS hypotheses_status ON hypotheses(status);
     CREATE INDEX IF NOT EXISTS events_experiment ON events(experiment_id)
     """),
+    # One word per idea: a place a block runs is a slot (it was also called a worker).
+    ("0003_slot_names", """
+    ALTER TABLE workers RENAME TO slots;
+    ALTER TABLE runs RENAME COLUMN worker TO slot
+    """),
 ]
 
 _SCHEMA_MIGRATIONS = (
@@ -158,7 +169,21 @@ class Journal:
         journal = cls(conn, p)
         if not readonly:
             journal.migrate()
+        elif journal.outdated():
+            # Written by an older assay: bring its schema forward once (a short write
+            # transaction, serialized with any writer), then read it as usual.
+            journal.close()
+            cls.open(p).close()
+            return cls.open(p, readonly=True)
         return journal
+
+    def outdated(self) -> bool:
+        """Whether this journal has a schema and misses migrations this assay knows."""
+        try:
+            done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
+        except sqlite3.DatabaseError:
+            return False  # no schema yet (a first run is creating it)
+        return bool(done) and not {name for name, _ in MIGRATIONS} <= done
 
     @classmethod
     def memory(cls) -> Journal:
@@ -167,6 +192,24 @@ class Journal:
 
     def close(self) -> None:
         self.conn.close()
+
+    def is_ready(self) -> bool:
+        """Whether the schema is in place (False while a first run is still creating it)."""
+        try:
+            return self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'experiments'"
+            ).fetchone() is not None
+        except sqlite3.DatabaseError:
+            return False
+
+    def change_key(self) -> tuple[Any, ...]:
+        """A value that changes whenever anything a report or dashboard shows changes."""
+        q = self.conn.execute
+        return (tuple(q("SELECT COUNT(*), MAX(updated_at) FROM experiments").fetchone()),
+                q("SELECT MAX(id) FROM events").fetchone()[0],
+                q("SELECT COUNT(*) FROM runs").fetchone()[0],
+                q("SELECT COUNT(*) FROM decisions").fetchone()[0],
+                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None)
 
     def migrate(self) -> list[str]:
         applied: list[str] = []
@@ -239,10 +282,20 @@ class Journal:
                 "INSERT INTO events (ts, kind, experiment_id, message, data) VALUES (?,?,?,?,?)",
                 (time.time(), kind, experiment_id, message, _dumps(data)))
 
-    def events(self, since_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+    def events(self, since_id: int = 0, limit: int = 1000) -> list[EventRow]:
+        """Events after ``since_id``, oldest first."""
         rows = self.conn.execute(
             "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (since_id, limit))
-        return [{**dict(r), "data": json.loads(r["data"])} for r in rows]
+        return [_event(r) for r in rows]
+
+    def recent_events(self, limit: int = 12) -> list[EventRow]:
+        """The latest ``limit`` events, newest first."""
+        rows = self.conn.execute("SELECT * FROM events ORDER BY id DESC LIMIT ?", (limit,))
+        return [_event(r) for r in rows]
+
+    def last_event_id(self) -> int:
+        row = self.conn.execute("SELECT MAX(id) FROM events").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
 
     # -- experiments ---------------------------------------------------------------
     def next_seq(self) -> int:
@@ -310,6 +363,10 @@ class Journal:
     def count_experiments(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0])
 
+    def experiment_ids(self) -> list[str]:
+        """Every experiment's id, in order."""
+        return [r[0] for r in self.conn.execute("SELECT id FROM experiments ORDER BY seq")]
+
     def digests(self) -> frozenset[str]:
         return frozenset(r[0] for r in self.conn.execute("SELECT digest FROM experiments"))
 
@@ -336,19 +393,35 @@ class Journal:
                 " inc_params, state, prefer_slot, avoid_slot, created_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (block_id, exp_id, seq, kind.value, order, incumbent.commit,
-                 _dumps(dict(incumbent.params)), "queued", prefer_slot, avoid_slot, time.time()))
+                 _dumps(dict(incumbent.params)), BlockState.QUEUED.value, prefer_slot,
+                 avoid_slot, time.time()))
         return block_id
 
-    def blocks(self, exp_id: str | None = None, states: Sequence[str] = ()) -> list[dict[str, Any]]:
+    def blocks(self, exp_id: str | None = None,
+               states: Sequence[BlockState] = ()) -> list[BlockRow]:
+        """Blocks (of one experiment, in some states), in the order they were queued."""
         sql, args = "SELECT * FROM blocks WHERE 1=1", []
         if exp_id is not None:
             sql += " AND experiment_id = ?"
             args.append(exp_id)
         if states:
             sql += f" AND state IN ({','.join('?' * len(states))})"
-            args.extend(states)
+            args.extend(BlockState(s).value for s in states)
         sql += " ORDER BY created_at, seq"
-        return [dict(r) for r in self.conn.execute(sql, args)]
+        return [_block(r) for r in self.conn.execute(sql, args)]
+
+    def count_blocks(self, states: Sequence[BlockState]) -> int:
+        marks = ",".join("?" * len(states))
+        row = self.conn.execute(f"SELECT COUNT(*) FROM blocks WHERE state IN ({marks})",
+                                [BlockState(s).value for s in states]).fetchone()
+        return int(row[0])
+
+    def drop_blocks(self, exp_id: str) -> None:
+        """Forget every block of ``exp_id`` and its runs (a failed calibration is redone)."""
+        with self.tx():
+            self.conn.execute("DELETE FROM runs WHERE block_id IN "
+                              "(SELECT id FROM blocks WHERE experiment_id = ?)", (exp_id,))
+            self.conn.execute("DELETE FROM blocks WHERE experiment_id = ?", (exp_id,))
 
     def lease_block(self, block_id: str, slot: str, owner: str, ttl_s: float) -> bool:
         """Mark a queued block running on ``slot``; False when it is not queued (no double run)."""
@@ -411,15 +484,15 @@ class Journal:
                 self.conn.execute(
                     "INSERT OR IGNORE INTO runs (id, block_id, experiment_id, role, idx, status,"
                     " metrics, holdout, reason, exit_code, wall_s, stdout_path, stderr_path,"
-                    " worker, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " slot, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (r.run_id, r.block_id, r.experiment_id, r.role.value, r.index, r.status.value,
                      _dumps(dict(r.metrics)), _dumps(dict(r.holdout)), r.reason, r.exit_code,
-                     r.wall_s, r.stdout_path, r.stderr_path, r.worker, now))
+                     r.wall_s, r.stdout_path, r.stderr_path, r.slot, now))
             checks = None if res.checks_passed is None else int(res.checks_passed)
             self.conn.execute(
                 "UPDATE blocks SET state = 'done', finished_at = ?, checks_passed = ?, error = ?,"
                 " error_kind = ?, wall_s = ?, slot = COALESCE(NULLIF(?, ''), slot) WHERE id = ?",
-                (now, checks, res.error, res.error_kind, res.wall_s, res.worker, res.block_id))
+                (now, checks, res.error, res.error_kind, res.wall_s, res.slot, res.block_id))
         return True
 
     def runs(self, exp_id: str | None = None, block_id: str | None = None) -> list[RunResult]:
@@ -444,7 +517,7 @@ class Journal:
         """
         rows = self.conn.execute(
             "SELECT r.metrics FROM runs r JOIN blocks b ON r.block_id = b.id"
-            " WHERE r.status = 'ok' AND r.worker = ? AND r.experiment_id != ?"
+            " WHERE r.status = 'ok' AND r.slot = ? AND r.experiment_id != ?"
             " AND ((b.inc_commit = ? AND (r.role = 'A' OR b.kind = 'aa'))"
             "      OR (r.role = 'B' AND r.experiment_id IN (SELECT id FROM experiments"
             "          WHERE commit_sha = ? AND state = 'kept')))"
@@ -453,16 +526,30 @@ class Journal:
         vals = [json.loads(r[0]).get(metric) for r in rows]
         return tuple(float(v) for v in reversed(vals) if v is not None)
 
-    # -- workers -------------------------------------------------------------------
-    def set_worker(self, name: str, host: str, gpus: Sequence[int], noise: float | None,
-                   quarantined: bool = False, reason: str = "") -> None:
+    def incumbent_samples(self, metric: str) -> list[IncumbentSample]:
+        """Every good incumbent run of every finished block (both sides of an A/A block),
+        in the order the blocks finished."""
+        rows = self.conn.execute(
+            "SELECT b.id, b.slot, b.kind, b.finished_at, b.experiment_id, r.metrics "
+            "FROM blocks b JOIN runs r ON r.block_id = b.id WHERE b.state = 'done' "
+            "AND r.status = 'ok' AND (r.role = 'A' OR b.kind = 'aa') "
+            "ORDER BY b.finished_at, b.id")
+        return [IncumbentSample(bid, slot or "", BlockKind(kind), fin, exp_id,
+                                json.loads(metrics).get(metric))
+                for bid, slot, kind, fin, exp_id, metrics in rows]
+
+    # -- slots ---------------------------------------------------------------------
+    def set_slot(self, name: str, host: str, gpus: Sequence[int], noise: float | None,
+                 quarantined: bool = False, reason: str = "") -> None:
         with self.tx():
             self.conn.execute(
-                "INSERT OR REPLACE INTO workers VALUES (?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO slots VALUES (?,?,?,?,?,?,?)",
                 (name, host, _dumps(list(gpus)), noise, int(quarantined), reason, time.time()))
 
-    def workers(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.conn.execute("SELECT * FROM workers ORDER BY name")]
+    def slots(self) -> list[SlotRow]:
+        return [SlotRow(r["name"], r["host"], tuple(json.loads(r["gpus"])), r["noise"],
+                        bool(r["quarantined"]), r["reason"], r["updated_at"])
+                for r in self.conn.execute("SELECT * FROM slots ORDER BY name")]
 
     # -- hypotheses ----------------------------------------------------------------
     def add_hypothesis(self, text: str, sources: Sequence[str], source_kind: str,
@@ -528,12 +615,15 @@ class Journal:
                               " finished_at = ? WHERE key = ?",
                               (status, exit_code, output[-4000:], time.time(), key))
 
-    def pending_hooks(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.conn.execute(
-            "SELECT * FROM hooks WHERE status = 'pending' ORDER BY created_at")]
-
-    def hooks(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.conn.execute("SELECT * FROM hooks ORDER BY created_at")]
+    def hooks(self, status: str | None = None) -> list[HookRow]:
+        """Hook firings (only those with ``status``, e.g. ``pending``), oldest first."""
+        sql, args = "SELECT * FROM hooks", []
+        if status is not None:
+            sql += " WHERE status = ?"
+            args.append(status)
+        return [HookRow(r["key"], r["event"], r["experiment_id"], r["status"], r["exit_code"],
+                        r["output"], r["attempts"], r["created_at"], r["finished_at"])
+                for r in self.conn.execute(sql + " ORDER BY created_at", args)]
 
     # -- bulk reads (one query each, whatever the journal's size) -----------------------
     def experiment_page(self, limit: int | None = None, offset: int = 0,
@@ -544,11 +634,11 @@ class Journal:
                                  "OFFSET ?", (-1 if limit is None else limit, max(0, offset)))
         return [_experiment(r) for r in rows]
 
-    def blocks_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    def blocks_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[BlockRow]]:
         """Every block of these experiments (all when None), by experiment, in order."""
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[BlockRow]] = {}
         for r in self._many("blocks", exp_ids, "created_at, seq"):
-            out.setdefault(r["experiment_id"], []).append(dict(r))
+            out.setdefault(r["experiment_id"], []).append(_block(r))
         return out
 
     def runs_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[RunResult]]:
@@ -580,10 +670,10 @@ class Journal:
     def run_totals(self) -> dict[str, dict[str, tuple[int, float]]]:
         """Per experiment and slot: how many runs and their summed wall seconds."""
         out: dict[str, dict[str, tuple[int, float]]] = {}
-        for exp_id, worker, n, wall in self.conn.execute(
-                "SELECT experiment_id, worker, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
-                "GROUP BY experiment_id, worker"):
-            out.setdefault(exp_id, {})[worker] = (int(n), float(wall))
+        for exp_id, slot, n, wall in self.conn.execute(
+                "SELECT experiment_id, slot, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
+                "GROUP BY experiment_id, slot"):
+            out.setdefault(exp_id, {})[slot] = (int(n), float(wall))
         return out
 
     def setup_seconds(self) -> dict[str, float]:
@@ -641,5 +731,22 @@ def _run(r: sqlite3.Row) -> RunResult:
                      role=Role(r["role"]), index=r["idx"], status=RunStatus(r["status"]),
                      metrics=json.loads(r["metrics"]), reason=r["reason"],
                      exit_code=r["exit_code"], wall_s=r["wall_s"], stdout_path=r["stdout_path"],
-                     stderr_path=r["stderr_path"], worker=r["worker"],
+                     stderr_path=r["stderr_path"], slot=r["slot"],
                      holdout=json.loads(r["holdout"]))
+
+
+def _block(r: sqlite3.Row) -> BlockRow:
+    return BlockRow(
+        id=r["id"], experiment_id=r["experiment_id"], seq=r["seq"], kind=BlockKind(r["kind"]),
+        order=r["run_order"], incumbent=Incumbent(r["inc_commit"], json.loads(r["inc_params"])),
+        state=BlockState(r["state"]), created_at=r["created_at"], slot=r["slot"],
+        prefer_slot=r["prefer_slot"], avoid_slot=r["avoid_slot"], lease_owner=r["lease_owner"],
+        lease_expires=r["lease_expires"], attempts=r["attempts"], started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
+        error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"])
+
+
+def _event(r: sqlite3.Row) -> EventRow:
+    return EventRow(r["id"], r["ts"], r["kind"], r["experiment_id"], r["message"],
+                    json.loads(r["data"]))

@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from .config import Target
 from .decide import (
@@ -55,6 +54,8 @@ from .model import (
     Block,
     BlockKind,
     BlockResult,
+    BlockRow,
+    BlockState,
     Candidate,
     Decision,
     Experiment,
@@ -195,15 +196,15 @@ class Loop:
                 self._ensure_progress(exp)
             self.hooks.resume_pending()
         self._calibrated = self.journal.get_meta("calibration") is not None
-        for w in self.journal.workers():
-            if w["quarantined"]:
-                self.executor.quarantine(w["name"])
+        for slot in self.journal.slots():
+            if slot.quarantined:
+                self.executor.quarantine(slot.name)
         self._started = inc
         return inc
 
     def _ensure_progress(self, exp: Experiment) -> None:
         """After a crash: an unfinished experiment with no pending block is decided again."""
-        pending = self.journal.blocks(exp.id, states=("queued", "running"))
+        pending = self.journal.blocks(exp.id, states=(BlockState.QUEUED, BlockState.RUNNING))
         if pending:
             return
         if not self.journal.blocks(exp.id):
@@ -342,11 +343,10 @@ class Loop:
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
                                incumbent_history=history, bounds=self.target.metric.bounds)
 
-    def _priority(self, row: dict[str, Any]) -> tuple[int, float, int]:
-        kind = row["kind"]
-        rank = 0 if kind == BlockKind.AA.value else 1 if kind in (
-            BlockKind.RERUN.value, BlockKind.CONFIRM.value) else 2
-        return rank, float(row["created_at"]), int(row["seq"])
+    def _priority(self, row: BlockRow) -> tuple[int, float, int]:
+        rank = 0 if row.kind is BlockKind.AA else 1 if row.kind in (
+            BlockKind.RERUN, BlockKind.CONFIRM) else 2
+        return rank, row.created_at, row.seq
 
     def dispatch(self) -> int:
         """Submit queued blocks to free slots; returns how many were started."""
@@ -354,11 +354,11 @@ class Loop:
         free = self.executor.free_slot_names()
         if not free:
             return 0
-        queued = sorted(self.journal.blocks(states=("queued",)), key=self._priority)
+        queued = sorted(self.journal.blocks(states=(BlockState.QUEUED,)), key=self._priority)
         for row in queued:
             if not free:
                 break
-            if row["kind"] == BlockKind.AA.value and row["prefer_slot"] not in free:
+            if row.kind is BlockKind.AA and row.prefer_slot not in free:
                 continue
             block = self._block(row)
             if block is None:
@@ -375,21 +375,17 @@ class Loop:
             started += 1
         return started
 
-    def _block(self, row: dict[str, Any]) -> Block | None:
-        import json
-
-        inc = Incumbent(row["inc_commit"], json.loads(row["inc_params"]))
+    def _block(self, row: BlockRow) -> Block | None:
         cand: Candidate | None = None
-        if row["experiment_id"] != CAL:
-            exp = self.journal.experiment(row["experiment_id"])
+        if row.experiment_id != CAL:
+            exp = self.journal.experiment(row.experiment_id)
             if exp is None or exp.state.is_finished():
-                self.journal.cancel_block(row["id"], "its experiment is finished")
+                self.journal.cancel_block(row.id, "its experiment is finished")
                 return None
-            cand = dataclasses.replace(exp.candidate, base_commit=inc.commit)
-        return Block(block_id=row["id"], experiment_id=row["experiment_id"],
-                     kind=BlockKind(row["kind"]), order=row["run_order"], incumbent=inc,
-                     candidate=cand, prefer_slot=row["prefer_slot"],
-                     avoid_slot=row["avoid_slot"], seq=row["seq"])
+            cand = dataclasses.replace(exp.candidate, base_commit=row.incumbent.commit)
+        return Block(block_id=row.id, experiment_id=row.experiment_id, kind=row.kind,
+                     order=row.order, incumbent=row.incumbent, candidate=cand,
+                     prefer_slot=row.prefer_slot, avoid_slot=row.avoid_slot, seq=row.seq)
 
     # -- tell ----------------------------------------------------------------------
     def tell(self, result: BlockResult) -> Experiment | None:
@@ -410,10 +406,10 @@ class Loop:
         for r in self.journal.runs(exp_id):
             runs.setdefault(r.block_id, []).append(r)
         blocks = tuple(
-            BlockEvidence(b["id"], BlockKind(b["kind"]), b["inc_commit"], b["slot"] or "",
-                          tuple(sorted(runs.get(b["id"], ()), key=lambda r: r.index)),
-                          b["error"], b["error_kind"])
-            for b in self.journal.blocks(exp_id) if b["state"] == "done")
+            BlockEvidence(b.id, b.kind, b.incumbent.commit, b.slot or "",
+                          tuple(sorted(runs.get(b.id, ()), key=lambda r: r.index)),
+                          b.error, b.error_kind)
+            for b in self.journal.blocks(exp_id, states=(BlockState.DONE,)))
         return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id),
                         self.target.metric.name, tuple(self.target.guards),
                         self.target.holdout_metric)
@@ -468,8 +464,8 @@ class Loop:
 
     def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
                 decision: Decision | None = None) -> Experiment:
-        for b in self.journal.blocks(exp.id, states=("queued",)):
-            self.journal.cancel_block(b["id"], f"experiment {state.value}")
+        for b in self.journal.blocks(exp.id, states=(BlockState.QUEUED,)):
+            self.journal.cancel_block(b.id, f"experiment {state.value}")
         self.journal.set_state(exp.id, state, note=reason)
         done = self.journal.experiment(exp.id)
         assert done is not None
@@ -521,34 +517,31 @@ class Loop:
 
     def _maybe_calibrate(self) -> None:
         blocks = self.journal.blocks(CAL)
-        if any(b["state"] in ("queued", "running") for b in blocks):
+        if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
             return
         from . import stats
 
         aa: dict[str, list[Pair]] = {}
         for b in blocks:
-            runs = self.journal.runs(block_id=b["id"])
+            runs = self.journal.runs(block_id=b.id)
             # Both sides ran the incumbent: relabel the B side as the second arm.
-            aa.setdefault(b["slot"] or "", []).extend(
-                as_pairs(runs, self.target.metric.name, b["slot"] or "", b["id"], BlockKind.AA))
+            aa.setdefault(b.slot or "", []).extend(
+                as_pairs(runs, self.target.metric.name, b.slot or "", b.id, BlockKind.AA))
         empty = [b for b in blocks if not any(p for p in as_pairs(
-            self.journal.runs(block_id=b["id"]), self.target.metric.name, "", b["id"]))]
+            self.journal.runs(block_id=b.id), self.target.metric.name, "", b.id))]
         if empty:
-            runs = self.journal.runs(block_id=empty[0]["id"])
+            runs = self.journal.runs(block_id=empty[0].id)
             bad = next((r for r in runs if r.status is not RunStatus.OK), None)
             why = (f"calibration failed: the incumbent's benchmark gave no usable pair on slot "
-                   f"{empty[0]['slot']}"
+                   f"{empty[0].slot}"
                    + (f" ({bad.status.value}: {bad.reason}; logs: {bad.stderr_path})" if bad
                       else "") + "; fix the target, then run again")
-            with self.journal.tx():  # measure again on the next run
-                for b in blocks:
-                    self.journal.conn.execute("DELETE FROM runs WHERE block_id = ?", (b["id"],))
-                self.journal.conn.execute("DELETE FROM blocks WHERE experiment_id = ?", (CAL,))
+            self.journal.drop_blocks(CAL)  # measure again on the next run
             self.emit("error", why)
             self.fail(why)
             return
         cal = stats.calibrate(aa, self.target.decision, self.target.metric.direction)
-        base = [v for b in blocks for r in self.journal.runs(block_id=b["id"])
+        base = [v for b in blocks for r in self.journal.runs(block_id=b.id)
                 if r.status is RunStatus.OK
                 and isinstance(v := r.metrics.get(self.target.metric.name), (int, float))]
         self.journal.set_meta("calibration", {
@@ -557,7 +550,7 @@ class Loop:
             "baseline": statistics.median(base) if base else None})
         for slot in self.executor.slots:
             q = slot.name in cal.quarantined
-            self.journal.set_worker(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
+            self.journal.set_slot(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
                                     cal.quarantined.get(slot.name, ""))
             if q:
                 self.executor.quarantine(slot.name)
@@ -628,7 +621,7 @@ class Loop:
             raise AssayError("call begin() before step()")
         if self._should_stop(d):
             return False
-        queued = len(self.journal.blocks(states=("queued",)))
+        queued = self.journal.count_blocks((BlockState.QUEUED,))
         free = self.executor.free_slots()
         room = d.budget - self._total()
         if d.propose and self._calibrated and not self.exhausted and room > 0 and free > queued:
@@ -636,7 +629,8 @@ class Loop:
         self.dispatch()
         # The journal, not the executor, says what is in flight: a block whose result is
         # between the executor's threads and wait() is still running.
-        if not self.executor.running() and not self.journal.blocks(states=("queued", "running")):
+        if not self.executor.running() and not self.journal.count_blocks(
+                (BlockState.QUEUED, BlockState.RUNNING)):
             if not d.propose:
                 self.stop_reason = self.stop_reason or "nothing is left to run"
                 return False
@@ -659,8 +653,8 @@ class Loop:
         for bid in running:
             self.executor.cancel(bid)
         # Also blocks whose result had not reached wait() yet: all are measured again.
-        running += [b["id"] for b in self.journal.blocks(states=("running",))
-                    if b["id"] not in running]
+        running += [b.id for b in self.journal.blocks(states=(BlockState.RUNNING,))
+                    if b.id not in running]
         if running:
             self.journal.requeue(running)
             self.emit("stop", f"cancelled {len(running)} running block(s); they will run again "

@@ -66,6 +66,18 @@ class BlockKind(enum.StrEnum):
     RERUN = "rerun"  # re-measure outlier or suspicious pairs
 
 
+class BlockState(enum.StrEnum):
+    """A block's life in the journal: queued → running → done, or cancelled.
+
+    A running block whose process died is put back to queued (its partial runs dropped).
+    """
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
 class Verdict(enum.StrEnum):
     KEEP = "keep"
     DISCARD = "discard"
@@ -151,17 +163,17 @@ class RunResult:
     wall_s: float = 0.0
     stdout_path: str = ""
     stderr_path: str = ""
-    worker: str = ""
+    slot: str = ""
     holdout: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class BlockResult:
-    """What a worker hands back for a block: its runs and whether the candidate is valid."""
+    """What a slot hands back for a block: its runs and whether the candidate is valid."""
 
     block_id: str
     experiment_id: str
-    worker: str
+    slot: str
     runs: tuple[RunResult, ...]
     checks_passed: bool | None = None  # None: no checks configured or not reached
     error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
@@ -244,6 +256,84 @@ class Hypothesis:
     status: str  # open, testing, supported, refuted
     score: float = 0.0
     created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """A block as stored in the journal (what was asked, where it ran, how it ended)."""
+
+    id: str
+    experiment_id: str
+    seq: int
+    kind: BlockKind
+    order: str  # the run order, e.g. "ABBA"
+    incumbent: Incumbent  # the incumbent it measures against
+    state: BlockState
+    created_at: float
+    slot: str | None = None
+    prefer_slot: str | None = None
+    avoid_slot: str | None = None
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    attempts: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    checks_passed: bool | None = None
+    error: str = ""
+    error_kind: str = ""
+    wall_s: float | None = None
+
+
+@dataclass(frozen=True)
+class IncumbentSample:
+    """One good run of the incumbent's tree in a finished block (noise over time)."""
+
+    block_id: str
+    slot: str
+    kind: BlockKind
+    finished_at: float | None
+    experiment_id: str
+    value: float | None  # the metric's value (None when the run did not report it)
+
+
+@dataclass(frozen=True)
+class SlotRow:
+    """A slot's record: where it is, its measured noise, whether it is quarantined."""
+
+    name: str
+    host: str
+    gpus: tuple[int, ...]
+    noise: float | None
+    quarantined: bool
+    reason: str
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class HookRow:
+    """One firing of a completion hook (its key makes it run at most once to the end)."""
+
+    key: str
+    event: str
+    experiment_id: str | None
+    status: str  # pending, ok, failed, timeout
+    exit_code: int | None
+    output: str
+    attempts: int
+    created_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One line of the run's story (``assay log --events``, the dashboard feed)."""
+
+    id: int
+    ts: float
+    kind: str
+    experiment_id: str | None
+    message: str
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 def log_ratio_sign(direction: Direction) -> float:

@@ -53,7 +53,7 @@ def test_submit_then_wait_returns_the_result(setup: tuple[Repo, Executor]) -> No
     assert slot in {s.name for s in ex.slots}
     assert ex.running() == {"b1"}
     [res] = drain(ex, 1)
-    assert (res.block_id, res.worker, res.error) == ("b1", slot, "")
+    assert (res.block_id, res.slot, res.error) == ("b1", slot, "")
     assert [r.role.value for r in res.runs] == ["A", "B"]
     assert all(r.status is RunStatus.OK for r in res.runs)
     a, b = (r.metrics["score"] for r in res.runs)
@@ -94,7 +94,7 @@ def test_one_block_per_slot_and_every_slot_used(setup: tuple[Repo, Executor]) ->
     for slot, iv in spans.items():
         for (_, end), (start, _) in itertools.pairwise(iv):
             assert start >= end, f"two runs overlapped on {slot}"
-    by_block = {r.block_id: {run.worker for run in r.runs} for r in results}
+    by_block = {r.block_id: {run.slot for run in r.runs} for r in results}
     assert all(len(w) == 1 for w in by_block.values())  # a block stays on its slot
 
 
@@ -152,7 +152,7 @@ def test_prefer_and_avoid_slot(setup: tuple[Repo, Executor]) -> None:
     assert len(free) == 2
     assert ex.submit(repo.block("p", prefer=free[1])) == free[1]
     [res] = drain(ex, 1)
-    assert res.worker == free[1]
+    assert res.slot == free[1]
     assert ex.submit(repo.block("a", avoid=free[0])) == free[1]
     [res] = drain(ex, 1)
-    assert res.worker == free[1]
+    assert res.slot == free[1]

@@ -12,7 +12,7 @@ import pytest
 from assay.errors import ConfigError
 from assay.journal import Journal
 from assay.loop import Loop
-from assay.model import Candidate, ExperimentState
+from assay.model import BlockState, Candidate, ExperimentState
 from assay.proposers.base import ProposalContext, Proposer
 
 from .helpers import RayCluster, make_repo
@@ -89,15 +89,15 @@ def test_killing_a_node_mid_block_reruns_it_elsewhere(ray_connected: RayCluster,
         assert len(exps) == 4
         assert all(e.state is ExperimentState.DISCARDED for e in exps)  # all worse
         blocks = journal.blocks()
-        assert all(b["state"] == "done" for b in blocks)
+        assert all(b.state is BlockState.DONE for b in blocks)
         runs = journal.runs()
         # Every block counted once: 4 experiments x 2 blocks x (A, B); none from the dead node.
         assert len(blocks) == 8 and len(runs) == 16
-        assert Counter(r.block_id for r in runs) == {b["id"]: 2 for b in blocks}
+        assert Counter(r.block_id for r in runs) == {b.id: 2 for b in blocks}
         assert len({r.run_id for r in runs}) == 16
-        assert not {r.worker for r in runs} & victim_slots
-        assert not {b["slot"] for b in blocks} & victim_slots  # the slot that measured it
-        assert not [e for e in journal.events() if e["kind"] == "retry"]  # re-run inside Ray
+        assert not {r.slot for r in runs} & victim_slots
+        assert not {b.slot for b in blocks} & victim_slots  # the slot that measured it
+        assert not [e for e in journal.events() if e.kind == "retry"]  # re-run inside Ray
         # the killed block really started on the victim, and finished elsewhere
         starts = list(repo.marks.glob("start-*"))
         assert len(starts) > 16

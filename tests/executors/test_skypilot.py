@@ -102,7 +102,7 @@ def test_pool_runs_blocks_replaces_quarantined_nodes_and_tears_down(tmp_path: Pa
         for i, slot in enumerate(free):
             ex.submit(repo.block(f"b{i}", prefer=slot))
         got = _drain(ex, 2)
-        assert {r.worker for r in got} == set(free) and all(not r.error for r in got)
+        assert {r.slot for r in got} == set(free) and all(not r.error for r in got)
 
         worker_slot = next(s for s, c in slots.items() if c == "t-w1")
         head_slot = next(s for s, c in slots.items() if c == "t-head")
@@ -118,7 +118,7 @@ def test_pool_runs_blocks_replaces_quarantined_nodes_and_tears_down(tmp_path: Pa
         new_slot = next(s for s, c in now.items() if c == "t-w2")
         ex.submit(repo.block("b-new", prefer=new_slot))
         [res] = _drain(ex, 1)
-        assert res.worker == new_slot and not res.error
+        assert res.slot == new_slot and not res.error
 
         ex.quarantine(head_slot)  # the head is quarantined, never replaced
         assert launcher.launched[-1] == "t-w2"

@@ -18,6 +18,7 @@ import pytest
 import assay
 from assay import api
 from assay.faces import mcp as mcp_faces
+from assay.model import BlockState
 
 mcp_client = pytest.importorskip("mcp.client.stdio")
 from mcp import ClientSession  # noqa: E402
@@ -236,7 +237,7 @@ def test_run_experiment_goes_through_the_loop_driver(bare_target: Path, tmp_path
                 except AssayError:
                     continue  # not a journal yet: the run is still creating it
                 try:
-                    if journal.blocks("e0001", states=("running",)):
+                    if journal.blocks("e0001", states=(BlockState.RUNNING,)):
                         lost.set()
                 except sqlite3.Error:
                     pass  # its tables are not there yet
@@ -255,13 +256,13 @@ def test_run_experiment_goes_through_the_loop_driver(bare_target: Path, tmp_path
     journal = api.open_journal(target, readonly=True)
     try:
         [block] = journal.blocks("e0001")
-        assert block["state"] == "queued" and block["slot"] is None  # re-queued for resume
+        assert block.state is BlockState.QUEUED and block.slot is None  # re-queued for resume
         assert journal.runs("e0001") == []  # its partial runs dropped
         hooks = journal.hooks()
-        events = [e["kind"] for e in journal.events()]
+        events = [e.kind for e in journal.events()]
     finally:
         journal.close()
-    assert [h["event"] for h in hooks] == ["on_finish"] and hooks[0]["status"] == "ok"
+    assert [h.event for h in hooks] == ["on_finish"] and hooks[0].status == "ok"
     assert "stop" in events
     [line] = log.read_text().splitlines()
     assert line.startswith("on_finish:") and "lost its lock" in line

@@ -14,6 +14,7 @@ from assay.cli import app
 from assay.errors import ReviewError
 from assay.finalize import branches, review
 from assay.journal import Journal
+from assay.model import EventRow
 from tests.proposers.proposer_helpers import LLMServer
 
 from .finalize_kit import edit, git, make_repo, refs, run_queue
@@ -69,10 +70,10 @@ def hazard_run(tmp_path: Path, extra: str) -> Path:
     return root
 
 
-def _events(root: Path, kind: str) -> list[dict[str, object]]:
+def _events(root: Path, kind: str) -> list[EventRow]:
     j = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
     try:
-        return [e for e in j.events(limit=100_000) if e["kind"] == kind]
+        return [e for e in j.events(limit=100_000) if e.kind == kind]
     finally:
         j.close()
 
@@ -102,7 +103,7 @@ def test_a_command_reviewer_finds_the_skipped_intermediate_and_blocks_it(
     assert f"blocked by review ({found.id})" in (res.folder / "CHANGES.md").read_text()
     # every finding is in the journal, with its place
     (ev,) = _events(root, "review")
-    data = ev["data"]["finding"]  # type: ignore[index]
+    data = ev.data["finding"]
     assert data["id"] == found.id and data["line"] == report_line and data["file"] == "kernel.py"
     print("\nplanted-hazard findings:")
     for f in fused.review.findings:
@@ -114,7 +115,7 @@ def test_a_command_reviewer_finds_the_skipped_intermediate_and_blocks_it(
     assert fused2.finalized and fused2.review.findings[0].id == found.id
     message = git(root, "log", "-1", "--format=%B", fused2.branch)
     assert f"{found.id} blocking (waived) kernel.py:{report_line}" in message
-    assert [e["message"] for e in _events(root, "waive")] == [
+    assert [e.message for e in _events(root, "waive")] == [
         f"finding {found.id} waived (assay finalize --waive)"]
 
 

@@ -21,7 +21,7 @@ import assay.api as api
 from assay.cli import app
 from assay.config import parse
 from assay.errors import AssayError, PatchError
-from assay.model import Candidate
+from assay.model import BlockState, Candidate
 from assay.workspace import check_scope, patch_paths
 
 FUZZED: Counter[str] = Counter()
@@ -124,8 +124,8 @@ def test_submitting_fuzzed_candidates_never_crashes_the_loop(fuzz_repo: Repo) ->
         exp = loop.submit_candidate(cand)
         seen.append(exp.state.value)
         if exp.state.value == "queued":  # keep the queue empty: nothing runs here
-            for b in loop.journal.blocks(exp.id, states=("queued",)):
-                loop.journal.cancel_block(b["id"], "fuzz")
+            for b in loop.journal.blocks(exp.id, states=(BlockState.QUEUED,)):
+                loop.journal.cancel_block(b.id, "fuzz")
 
     with api.session(api.load(fuzz_repo.root), proposer=ListProposer([])) as loop:
         loop.start()

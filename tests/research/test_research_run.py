@@ -50,7 +50,7 @@ def test_run_research_end_to_end(target_repo: Path) -> None:
     assert stored[0].source_kind == "fork" and stored[0].status == "open"
     kinds = {h.source_kind for h in stored}
     assert {"fork", "profile", "doc"} <= kinds
-    assert any(e["kind"] == "research" for e in journal.events())
+    assert any(e.kind == "research" for e in journal.events())
     # the brief
     brief = (target_repo / ".assay" / "research.md").read_text()
     assert brief == result.brief == read_brief(target)

@@ -104,7 +104,7 @@ def values(metric: str, value: ValueFn) -> BlockFn:
                 metrics = {}
             runs.append(RunResult(f"{block.block_id}-r{i + 1}", block.block_id,
                                   block.experiment_id, role, i + 1, status, metrics, reason,
-                                  worker=slot.name))
+                                  slot=slot.name))
         return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs))
 
     return run

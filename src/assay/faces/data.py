@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -38,13 +37,7 @@ def open_readonly(target: Target) -> Journal | None:
     if not path.exists():
         return None
     journal = Journal.open(path, readonly=True)
-    try:
-        ready = journal.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'experiments'"
-        ).fetchone() is not None
-    except sqlite3.DatabaseError:
-        ready = False
-    if not ready:  # a run is creating it right now
+    if not journal.is_ready():  # a run is creating it right now
         journal.close()
         return None
     return journal
@@ -86,15 +79,10 @@ def dumps(value: Any) -> str:
 
 # -- cost --------------------------------------------------------------------------------
 def slot_gpus(target: Target, journal: Journal) -> dict[str, int]:
-    """GPUs per slot name: from the journal's workers, else from ``[run] gpus``."""
+    """GPUs per slot name: from the journal's slots, else from ``[run] gpus``."""
     out = {f"s{i}": len(g) for i, g in enumerate(target.run.gpus)}
-    for w in journal.workers():
-        try:
-            gpus = json.loads(w["gpus"]) if isinstance(w["gpus"], str) else w["gpus"]
-        except ValueError:
-            continue
-        if isinstance(gpus, list):
-            out[str(w["name"])] = len(gpus)
+    for slot in journal.slots():
+        out[slot.name] = len(slot.gpus)
     return out
 
 
@@ -106,7 +94,7 @@ def run_cost(runs: Iterable[RunResult], gpus: Mapping[str, int]) -> dict[str, fl
     for r in runs:
         w = r.wall_s or 0.0
         wall += w
-        g = gpus.get(r.worker, 0)
+        g = gpus.get(r.slot, 0)
         gpu_s += w * g
         if not g:
             cpu_s += w
@@ -292,7 +280,7 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     }
     if journal is None:
         base.update(experiments=[], counts={}, incumbent=None, baseline=None, best=None,
-                    calibration=None, workers=[], progress=progress([], None, None),
+                    calibration=None, slots=[], progress=progress([], None, None),
                     win_rates={"proposer": [], "source_kind": []},
                     cost=cost_summary([], {}), version="none", last_event=None, branch="",
                     noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
@@ -319,25 +307,23 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     cal = journal.get_meta("calibration")
     noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
     inc = journal.incumbent()
-    events = journal.conn.execute("SELECT MAX(id) FROM events").fetchone()
-    last_event = int(events[0]) if events and events[0] is not None else 0
+    last_event = journal.last_event_id()
     updated = max((e.updated_at for e in exps), default=0.0)
-    recent = journal.conn.execute(
-        "SELECT * FROM events ORDER BY id DESC LIMIT 12").fetchall()
+    recent = journal.recent_events(12)
     base.update(
         experiments=rows, counts=counts,
         incumbent=None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
                                             "experiment": inc.experiment_id},
         baseline=baseline, best=best,
         improvement=(best / baseline - 1.0) if best is not None and baseline else None,
-        calibration=cal, workers=journal.workers(),
+        calibration=cal, slots=[dataclasses.asdict(s) for s in journal.slots()],
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
                    "source_kind": win_rates(rows, "source_kind")},
         cost=cost_summary(rows, run_cost(all_runs, gpus)),
         version=f"{len(rows)}:{last_event}:{updated:.6f}", last_event=last_event,
-        events=[{"id": ev["id"], "ts": ev["ts"], "kind": ev["kind"],
-                 "experiment_id": ev["experiment_id"], "message": ev["message"]}
+        events=[{"id": ev.id, "ts": ev.ts, "kind": ev.kind,
+                 "experiment_id": ev.experiment_id, "message": ev.message}
                 for ev in recent],
         branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
                          f"assay/{journal.get_meta('run_name', 'main')}"),
@@ -354,18 +340,14 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
     than two good incumbent runs have no value.
     """
     name = target.metric.name
-    rows = journal.conn.execute(
-        "SELECT b.id, b.slot, b.kind, b.finished_at, b.experiment_id, r.role, r.metrics "
-        "FROM blocks b JOIN runs r ON r.block_id = b.id WHERE b.state = 'done' "
-        "AND r.status = 'ok' AND (r.role = 'A' OR b.kind = 'aa') "
-        "ORDER BY b.finished_at, b.id").fetchall()
     blocks: dict[str, dict[str, Any]] = {}
-    for bid, slot, kind, fin, exp_id, _role, metrics in rows:
-        v = _finite(json.loads(metrics).get(name))
+    for x in journal.incumbent_samples(name):
+        v = _finite(x.value)
         if v is None or v <= 0:
             continue
-        b = blocks.setdefault(bid, {"block": bid, "slot": slot or "", "kind": kind,
-                                    "finished_at": fin, "experiment": exp_id, "logs": []})
+        b = blocks.setdefault(x.block_id, {"block": x.block_id, "slot": x.slot,
+                                           "kind": x.kind.value, "finished_at": x.finished_at,
+                                           "experiment": x.experiment_id, "logs": []})
         b["logs"].append(math.log(v))
     series: dict[str, dict[str, list[Any]]] = {}
     for i, b in enumerate(blocks.values(), start=1):
@@ -381,8 +363,8 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
         s["t"].append(b["finished_at"])
     cal = journal.get_meta("calibration")
     cal = cal if isinstance(cal, dict) else {}
-    quarantined = [{"slot": w["name"], "reason": w["reason"]} for w in journal.workers()
-                   if w["quarantined"]]
+    quarantined = [{"slot": s.name, "reason": s.reason} for s in journal.slots()
+                   if s.quarantined]
     return {"slots": [{"slot": k, **v} for k, v in sorted(series.items())],
             "delta": _finite(cal.get("delta")) or target.decision.delta,
             "calibrated": {k: _finite(v) for k, v in (cal.get("noise") or {}).items()},
@@ -435,7 +417,7 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
             "run_id": r.run_id, "block_id": r.block_id, "role": r.role.value,
             "index": r.index, "status": r.status.value, "metrics": dict(r.metrics),
             "reason": r.reason, "exit_code": r.exit_code, "wall_s": r.wall_s,
-            "worker": r.worker, "gpus": gpus.get(r.worker, 0),
+            "slot": r.slot, "gpus": gpus.get(r.slot, 0),
             "stdout_path": _rel(target, r.stdout_path), "stderr_path": _rel(target, r.stderr_path),
             "stdout": tail(r.stdout_path, tail_bytes) if r.stdout_path else None,
             "stderr": tail(r.stderr_path, tail_bytes) if r.stderr_path else None,
@@ -443,20 +425,21 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
     out["blocks"] = []
     for b in blocks:
         extra = []
-        logs = target.state_dir / "logs" / exp_id / str(b["id"])
-        known = {Path(r.stdout_path).name for r in runs if r.block_id == b["id"]} | \
-                {Path(r.stderr_path).name for r in runs if r.block_id == b["id"]}
+        logs = target.state_dir / "logs" / exp_id / b.id
+        known = {Path(r.stdout_path).name for r in runs if r.block_id == b.id} | \
+                {Path(r.stderr_path).name for r in runs if r.block_id == b.id}
         if logs.is_dir():
             for f in sorted(logs.iterdir()):
                 if f.is_file() and f.name not in known:
                     extra.append({"name": f.name, "text": tail(f, tail_bytes)})
         out["blocks"].append({
-            "id": b["id"], "kind": b["kind"], "order": b["run_order"], "state": b["state"],
-            "slot": b["slot"], "inc_commit": b["inc_commit"], "wall_s": b["wall_s"],
-            "error": b["error"], "error_kind": b["error_kind"],
-            "checks_passed": b["checks_passed"], "logs": extra})
+            "id": b.id, "kind": b.kind.value, "order": b.order, "state": b.state.value,
+            "slot": b.slot, "inc_commit": b.incumbent.commit, "wall_s": b.wall_s,
+            "error": b.error, "error_kind": b.error_kind,
+            "checks_passed": None if b.checks_passed is None else int(b.checks_passed),
+            "logs": extra})
     seqs = list(order) if order is not None else [
-        r[0] for r in journal.conn.execute("SELECT id FROM experiments ORDER BY seq")]
+        *journal.experiment_ids()]
     i = seqs.index(exp_id)
     out["prev"] = seqs[i - 1] if i > 0 else None
     out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None

@@ -122,7 +122,7 @@ def show(target: Target, experiment_id: str) -> dict[str, Any]:
             raise AssayError(f"no experiment {experiment_id!r} in the journal")
         out = experiment_dict(journal, exp)
         out["runs"] = [{"run": r.run_id, "role": r.role.value, "status": r.status.value,
-                        "metrics": dict(r.metrics), "slot": r.worker, "wall_s": r.wall_s,
+                        "metrics": dict(r.metrics), "slot": r.slot, "wall_s": r.wall_s,
                         "reason": r.reason} for r in journal.runs(experiment_id)]
         return out
     finally:

@@ -17,6 +17,7 @@ and closes it again. Binds 127.0.0.1 unless told otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..config import Target
 from ..errors import AssayError
+from ..journal import Journal
 from . import page, report
 from .data import dumps, experiment_data, lock_state, open_readonly, status_data
 
@@ -46,13 +48,8 @@ class Pages:
         self._lock = threading.Lock()
         self._cache: tuple[Any, dict[str, Any]] | None = None
 
-    def _key(self, journal: Any) -> Any:
-        q = journal.conn.execute
-        return (q("SELECT COUNT(*), MAX(updated_at) FROM experiments").fetchone()[:],
-                q("SELECT MAX(id) FROM events").fetchone()[0],
-                q("SELECT COUNT(*) FROM runs").fetchone()[0],
-                q("SELECT COUNT(*) FROM decisions").fetchone()[0],
-                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None)
+    def _key(self, journal: Journal) -> Any:
+        return journal.change_key()
 
     def status(self) -> dict[str, Any]:
         journal = open_readonly(self.target)
@@ -88,7 +85,7 @@ class Pages:
         if journal is None:
             return []
         try:
-            return journal.events(since_id=since, limit=500)
+            return [dataclasses.asdict(e) for e in journal.events(since_id=since, limit=500)]
         finally:
             journal.close()
 

@@ -133,7 +133,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
 def _measured(label: str, exp: Experiment, journal: Journal, path: Path) -> Measured:
     d = exp.decision
     blocks = journal.blocks(exp.id)
-    checks = [b["checks_passed"] for b in blocks if b["checks_passed"] is not None]
+    checks = [b.checks_passed for b in blocks if b.checks_passed is not None]
     return Measured(
         label=label, state=exp.state.value, effect=d.effect if d else None,
         lo=d.lo if d else None, hi=d.hi if d else None,

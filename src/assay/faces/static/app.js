@@ -455,7 +455,7 @@
           el("td", { text: r.role === "A" ? "A (incumbent)" : "B (candidate)" }),
           el("td", null, el("span", { cls: "badge " + runClass(r.status), text: r.status })),
           el("td", { text: Object.keys(r.metrics || {}).map(function (k) { return k + "=" + num(r.metrics[k]); }).join(", ") }),
-          el("td", { text: r.worker }), el("td", { cls: "num", text: (r.wall_s || 0).toFixed(2) + " s" }),
+          el("td", { text: r.slot }), el("td", { cls: "num", text: (r.wall_s || 0).toFixed(2) + " s" }),
           el("td", { cls: "num", text: r.exit_code === null ? "–" : r.exit_code }), el("td", { text: r.reason }));
       }))));
     parts.push(el("h3", { text: "Logs" }));
