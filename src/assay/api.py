@@ -27,6 +27,7 @@ from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .proposers.base import Proposer
+from .registry import EXECUTORS, PROPOSERS
 from .workspace import Workspace
 
 
@@ -62,29 +63,12 @@ def open_journal(target: Target, readonly: bool = False) -> Journal:
 
 def build_proposer(target: Target, journal: Journal, name: str | None = None) -> Proposer:
     kind = name or target.run.proposer
-    if kind == "sweep":
-        from .proposers.sweep import SweepProposer
-
-        sweep = SweepProposer.from_target(target)
-        sweep.replay(journal.experiments())
-        return sweep
-    if kind == "queue":
-        from .proposers.queue import QueueProposer
-
-        queue = QueueProposer.from_target(target)
-        queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments()
-                          if e.candidate.proposer == "queue"})
-        return queue
-    if kind == "llm":
-        from .proposers.llm import LLMProposer
-
-        return LLMProposer.from_target(target)
-    if kind == "agent":
-        from .proposers.agent import AgentProposer
-
-        return AgentProposer.from_target(target)
-    raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
-                      key="run.proposer", valid=", ".join(config_mod.PROPOSERS))
+    try:
+        make = PROPOSERS.get(kind)
+    except KeyError:
+        raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
+                          key="run.proposer", valid=", ".join(PROPOSERS.names)) from None
+    return make(target, journal)
 
 
 def build_executor(target: Target, ws: Workspace) -> Executor:
@@ -93,22 +77,12 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
 
         return platforms.build_executor(target, ws)
     kind = target.run.executor
-    if kind == "local":
-        from .executors.local import LocalExecutor
-
-        return LocalExecutor(target, ws)
-    if kind == "ray":
-        from .executors.ray import RayExecutor
-
-        ray_exe: Executor = RayExecutor.from_target(target, ws)
-        return ray_exe
-    if kind == "skypilot":
-        from .executors.skypilot import SkyPilotExecutor
-
-        sky_exe: Executor = SkyPilotExecutor.from_target(target, ws)
-        return sky_exe
-    raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
-                      key="run.executor", valid=", ".join(config_mod.EXECUTORS))
+    try:
+        make = EXECUTORS.get(kind)
+    except KeyError:
+        raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
+                          key="run.executor", valid=", ".join(EXECUTORS.names)) from None
+    return make(target, ws)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from . import api
 from .errors import AssayError
+from .registry import PROPOSERS
 
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
                   rich_markup_mode=None,
@@ -75,7 +76,7 @@ def init(root: Path = ROOT, force: bool = typer.Option(False, "--force",
 @app.command()
 def run(root: Path = ROOT, config: str | None = CONFIG,
         budget: int | None = typer.Option(None, help="Experiments to run (default: [run] budget)."),
-        proposer: str | None = typer.Option(None, help="sweep, queue, llm or agent."),
+        proposer: str | None = typer.Option(None, help=PROPOSERS.help()),
         slots: int | None = typer.Option(None, help="Parallel slots (default: [run] slots)."),
         name: str | None = typer.Option(None, help="Run name: kept commits go to assay/<name>."),
         max_hours: float | None = typer.Option(None, help="Stop proposing after this long."),

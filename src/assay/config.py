@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import registry
 from .errors import ConfigError
 from .model import Direction, ParamValue
 from .platforms import PlatformSpec, parse_platforms
@@ -39,12 +40,12 @@ from .tomlpos import key_line
 from .watch import WatchSpec, from_table
 
 CONFIG_NAME = "assay.toml"
-READERS = ("metric_lines", "summary_block", "json")
+READERS = registry.READERS.names
 PARAM_TYPES = ("int", "float", "categorical", "bool")
 PARAM_APPLY = ("env", "assign")
-SAMPLERS = ("tpe", "random", "grid", "gp")
-PROPOSERS = ("sweep", "queue", "llm", "agent")
-EXECUTORS = ("local", "ray", "skypilot")
+SAMPLERS = registry.SAMPLERS.names
+PROPOSERS = registry.PROPOSERS.names
+EXECUTORS = registry.EXECUTORS.names
 DECISION_RULES = ("fixed", "sequential", "expensive")
 HOOK_EVENTS = ("on_keep", "on_experiment", "on_error", "on_finish")
 

@@ -79,16 +79,6 @@ Event = Callable[[str, str, "Experiment | None"], None]
 Until = Callable[[], str]  # '' to go on; otherwise why the run ends
 
 
-def order_for(next_block: NextBlock) -> str:
-    """ABBA repeated: 1 pair -> AB, 2 -> ABBA, 3 -> ABBAAB ..."""
-    if next_block.order:
-        return next_block.order
-    out = ""
-    for i in range(max(1, next_block.pairs)):
-        out += "AB" if i % 2 == 0 else "BA"
-    return out
-
-
 @dataclass
 class Summary:
     baseline: float | None = None
@@ -326,7 +316,7 @@ class Loop:
 
     def _queue_first(self, exp: Experiment) -> None:
         nb = self.rule.first_block(self.decision_context())
-        self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent)
+        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent)
 
     # -- dispatch ------------------------------------------------------------------
     def decision_context(self, exp_id: str | None = None) -> DecisionContext:
@@ -440,7 +430,7 @@ class Loop:
         return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision)
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
-        self.journal.add_block(exp.id, nb.kind, order_for(nb), self.incumbent, avoid_slot=avoid)
+        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid)
 
     def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
         inc = self.incumbent
@@ -510,7 +500,7 @@ class Loop:
             nblocks, pairs = 1, CALIBRATION_PAIRS
         for slot in self.executor.slots:
             for _ in range(nblocks):
-                self.journal.add_block(CAL, BlockKind.AA, order_for(NextBlock(pairs)), inc,
+                self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,
                                        prefer_slot=slot.name)
         self.emit("calibrate", f"measuring noise: {nblocks} A/A block(s) "
                                f"on each of {len(self.executor.slots)} slot(s)")

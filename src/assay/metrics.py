@@ -281,7 +281,7 @@ def read_source(spec: MetricSpec, stdout: str, workdir: Path) -> tuple[str, str]
     return data.decode("utf-8", errors="replace"), where
 
 
-def _from_readings(spec: MetricSpec, found: dict[str, list[Reading]], where: str,
+def from_readings(spec: MetricSpec, found: dict[str, list[Reading]], where: str,
                    text: str, suffix: str) -> float:
     name = spec.name
     seen = found.get(name, [])
@@ -318,7 +318,9 @@ def _from_readings(spec: MetricSpec, found: dict[str, list[Reading]], where: str
     return value
 
 
-def _from_json(spec: MetricSpec, text: str, where: str, suffix: str) -> float:
+def from_json(spec: MetricSpec, text: str, where: str, suffix: str) -> float:
+    if not spec.json_path:
+        raise MetricError(f"metric {spec.name!r}: reader json needs a json_path{suffix}")
     name = spec.name
     try:
         doc = parse_json(text)
@@ -346,16 +348,13 @@ def read_metric(spec: MetricSpec, stdout: str, workdir: Path) -> float:
     """The value of ``spec`` in a benchmark's output; raises :class:`MetricError`."""
     text, where = read_source(spec, stdout, workdir)
     suffix = f" [reader {spec.reader}, source {spec.source or 'stdout'}]"
-    if spec.reader == "metric_lines":
-        return _from_readings(spec, parse_metric_lines(text), where, text, suffix)
-    if spec.reader == "summary_block":
-        return _from_readings(spec, parse_summary_block(text), where, text, suffix)
-    if spec.reader == "json":
-        if not spec.json_path:
-            raise MetricError(f"metric {spec.name!r}: reader json needs a json_path{suffix}")
-        return _from_json(spec, text, where, suffix)
-    raise MetricError(f"metric {spec.name!r}: unknown reader {spec.reader!r} "
-                      "(valid: metric_lines, summary_block, json)")
+    from .registry import READERS
+
+    try:
+        read = READERS.get(spec.reader)
+    except KeyError as exc:
+        raise MetricError(f"metric {spec.name!r}: {exc.args[0]}") from None
+    return read(spec, text, where, suffix)
 
 
 def check_bounds(spec: MetricSpec, value: float) -> str | None:

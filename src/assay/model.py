@@ -202,6 +202,12 @@ class NextBlock:
     reason: str = ""
     order: str | None = None  # explicit run order ("ABBA", "BB" ...); None: ABBA-style
 
+    def run_order(self) -> str:
+        """The runs, in order: ABBA repeated (1 pair: AB, 2: ABBA, 3: ABBAAB), or ``order``."""
+        if self.order:
+            return self.order
+        return "".join("AB" if i % 2 == 0 else "BA" for i in range(max(1, self.pairs)))
+
 
 @dataclass(frozen=True)
 class Decision:

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import ParamSpec, Target
 from ..errors import ProposerError
 from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
+from ..registry import SAMPLERS
 from .base import ProposalContext, Proposer
 
 
@@ -53,11 +54,11 @@ class SweepProposer(Proposer):
         self.dists = {p.name: _distribution(p) for p in self.params}
         self.sampler_name = sampler
         self._grid: list[dict[str, ParamValue]] | None = None
-        if sampler == "tpe":
-            smp: Any = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
-        elif sampler == "random":
-            smp = optuna.samplers.RandomSampler(seed=seed)
-        elif sampler == "grid":
+        try:
+            smp: Any = SAMPLERS.get(sampler)(seed, n_startup)
+        except KeyError as exc:
+            raise ProposerError(exc.args[0]) from None
+        if sampler == "grid":
             # A plain walk of the grid in a seeded order; Optuna's GridSampler stops the study
             # from inside tell(), which only works within study.optimize().
             try:
@@ -67,11 +68,6 @@ class SweepProposer(Proposer):
             points = [dict(combo) for combo in itertools.product(*space)]
             random.Random(seed).shuffle(points)
             self._grid = points
-            smp = optuna.samplers.RandomSampler(seed=seed)
-        elif sampler == "gp":
-            smp = optuna.samplers.GPSampler(seed=seed)
-        else:
-            raise ProposerError(f"unknown sampler {sampler!r}; valid: tpe, random, grid, gp")
         self.direction = direction
         self.study = optuna.create_study(
             direction="maximize" if direction is Direction.MAXIMIZE else "minimize", sampler=smp)
@@ -81,7 +77,7 @@ class SweepProposer(Proposer):
     @classmethod
     def from_target(cls, target: Target) -> SweepProposer:
         sec = target.section("proposer.sweep")
-        sampler = sec.choice("sampler", ("tpe", "random", "grid", "gp"), "tpe")
+        sampler = sec.choice("sampler", SAMPLERS.names, "tpe")
         n_startup = sec.number("n_startup", 6, low=1, integer=True)
         sec.reject_unknown()
         return cls(target.params, target.metric.direction, sampler, target.run.seed, n_startup)
