@@ -1,0 +1,61 @@
+"""The expensive rule through the whole loop: calibration costs two incumbent runs that
+serve as history, the baseline is the base commit's measurement, a kept candidate's runs
+are the new incumbent's history, and a clean 9% gain is not screened as implausible."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from pathlib import Path
+
+from assay import api
+
+from .conftest import TinyFactory, git, patch_work
+
+
+def test_expensive_calibration_history_and_baseline(tiny_target: TinyFactory) -> None:
+    root = tiny_target(work=300_000, slots=1, budget=2, pairs=4,
+                       extra='[proposer.queue]\npath = "patches"\n')
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace('rule = "fixed"', 'rule = "expensive"')
+                   .replace("aa_blocks = 0", "aa_blocks = 2\nconfirm = false"))
+    git(root, "commit", "-qam", "expensive rule")
+    first = patch_work(root, 275_000)  # 300000 -> 275000 loop steps: speed x1.09
+    p = root / "work.py"
+    old = p.read_text()
+    p.write_text(old.replace("WORK = 300000", "WORK = 275000"))  # the tree once 1 is kept
+    git(root, "commit", "-qam", "as kept")
+    p.write_text(p.read_text().replace("UNITS = 1000", "UNITS = 1090"))  # a further x1.09
+    second = git(root, "diff")
+    p.write_text(old)
+    git(root, "commit", "-qam", "back to the base")
+    folder = root / "patches"
+    folder.mkdir()
+    (folder / "1.patch").write_text("# hypothesis: nine percent\n" + first)
+    (folder / "2.patch").write_text("# hypothesis: nine percent more\n" + second)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "patches")
+
+    summary = api.run(root, proposer="queue")
+    db = sqlite3.connect(root / ".assay" / "journal.sqlite")
+    cal = [json.loads(m)["speed"] for (m,) in db.execute(
+        "SELECT metrics FROM runs WHERE experiment_id = 'cal' AND status = 'ok'")]
+    assert len(cal) == 2  # one A/A pair although aa_blocks = 2
+    assert summary.baseline == statistics.median(cal)
+    states = {e["hypothesis"]: e["state"] for e in api.log(root)}
+    assert states["nine percent"] == "kept", api.log(root)
+    roles = {exp: "".join(r for (r,) in db.execute(
+        "SELECT role FROM runs WHERE experiment_id = ? ORDER BY created_at", (exp,)))
+        for exp in ("e0001", "e0002")}
+    # no fresh incumbent run for e0001: the two calibration runs are its history; e0002
+    # reuses e0001's one run as the new incumbent's history and adds one fresh run
+    assert "A" not in roles["e0001"] and roles["e0002"].count("A") == 1, roles
+    d1 = json.loads(db.execute("SELECT details FROM decisions WHERE experiment_id = 'e0001'"
+                               " ORDER BY id DESC").fetchone()[0])
+    assert d1["suspicious"] == 0 and d1["reruns"] == 0
+    assert d1["incumbent_runs_reused"] == {"s0": 2}
+    d2 = db.execute("SELECT decision FROM experiments WHERE id = 'e0002'").fetchone()[0]
+    assert d2 is not None, (api.log(root), roles, summary.stopped)
+    assert json.loads(d2)["details"]["incumbent_runs_reused"]["s0"] >= 1, d2
+    assert summary.best is not None and summary.best > summary.baseline * 1.05
