@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import statistics
-from pathlib import Path
 
 from assay import api
 
