@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from .config import MetricSpec, Target
+    from .config import MetricSpec, Section, Target
     from .executors.base import Executor
+    from .finalize.review import Reviewer
     from .journal import Journal
     from .proposers.base import Proposer
     from .workspace import Workspace
@@ -189,4 +190,40 @@ READERS: Registry[ReaderFactory] = Registry(
     Entry("metric_lines", "lines 'METRIC name=value'", _metric_lines),
     Entry("summary_block", "'name: value' lines after the last '---'", _summary_block),
     Entry("json", "a number at json_path in a JSON document", _json),
+)
+
+# -- finalize reviewers ------------------------------------------------------------------
+ReviewerFactory = Callable[["Target", "Section"], "Reviewer | None"]  # [finalize.review]
+
+
+def _no_review(target: Target, sec: Section) -> Reviewer | None:
+    sec.reject_unknown(("reviewer",))
+    return None
+
+
+def _command_review(target: Target, sec: Section) -> Reviewer | None:
+    from .finalize.review import command_reviewer
+
+    return command_reviewer(target, sec)
+
+
+def _llm_review(target: Target, sec: Section) -> Reviewer | None:
+    from .finalize.review import llm_reviewer
+
+    return llm_reviewer(target, sec)
+
+
+def _agent_review(target: Target, sec: Section) -> Reviewer | None:
+    from .finalize.review import agent_reviewer
+
+    return agent_reviewer(target, sec)
+
+
+REVIEWERS: Registry[ReviewerFactory] = Registry(
+    "reviewer",
+    Entry("none", "no review", _no_review),
+    Entry("command", "a command (linter, sanitizer build) run on merge-base + group",
+          _command_review),
+    Entry("llm", "the chat model of [proposer.llm] reads the change", _llm_review),
+    Entry("agent", "a coding-agent CLI reviews a checkout", _agent_review),
 )

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import process
-from ..config import Target
+from ..config import Section, Target
 from ..errors import ReviewError
 from ..workspace import git
 
@@ -309,29 +309,36 @@ class AgentReviewer(Reviewer):
         return found
 
 
-REVIEWERS = ("none", "command", "llm", "agent")
+def command_reviewer(target: Target, sec: Section) -> Reviewer:
+    cmd = sec.get("command", str, valid="a shell command, e.g. \"make asan-check\"")
+    if not cmd.strip():
+        raise sec.error("command", "must not be empty", "a shell command")
+    timeout = float(sec.number("timeout_s", 1800.0, low=1.0))
+    sec.reject_unknown(("reviewer",))
+    return CommandReviewer(target, cmd, timeout)
+
+
+def agent_reviewer(target: Target, sec: Section) -> Reviewer:
+    preset = sec.choice("preset", tuple(AgentReviewer.PRESETS), "claude")
+    cmd = sec.get("command", str, AgentReviewer.PRESETS[preset])
+    timeout = float(sec.number("timeout_s", 1800.0, low=1.0))
+    env = sec.strings("env", ())
+    sec.reject_unknown(("reviewer",))
+    return AgentReviewer(target, cmd, timeout, env)
+
+
+def llm_reviewer(target: Target, sec: Section) -> Reviewer:
+    sec.reject_unknown(("reviewer",))
+    return LLMReviewer.from_target(target)
 
 
 def from_target(target: Target) -> Reviewer | None:
-    """The reviewer ``[finalize.review]`` asks for, or None."""
+    """The reviewer ``[finalize.review] reviewer`` names (see assay.registry), or None."""
+    from ..registry import REVIEWERS
+
     sec = target.section("finalize.review")
-    kind = sec.choice("reviewer", REVIEWERS, "none")
-    timeout = float(sec.number("timeout_s", 1800.0, low=1.0))
-    reviewer: Reviewer | None = None
-    if kind == "command":
-        cmd = sec.get("command", str, valid="a shell command, e.g. \"make asan-check\"")
-        if not cmd.strip():
-            raise sec.error("command", "must not be empty", "a shell command")
-        reviewer = CommandReviewer(target, cmd, timeout)
-    elif kind == "agent":
-        preset = sec.choice("preset", tuple(AgentReviewer.PRESETS), "claude")
-        cmd = sec.get("command", str, AgentReviewer.PRESETS[preset])
-        reviewer = AgentReviewer(target, cmd, timeout, sec.strings("env", ()))
-    elif kind == "llm":
-        sec.reject_unknown()
-        return LLMReviewer.from_target(target)
-    sec.reject_unknown()
-    return reviewer
+    kind = sec.choice("reviewer", REVIEWERS.names, "none")
+    return REVIEWERS.get(kind)(target, sec)
 
 
 # ------------------------------------------------------------------ the request
