@@ -40,6 +40,7 @@ from .tomlpos import key_line
 from .watch import WatchSpec, from_table
 
 CONFIG_NAME = "assay.toml"
+WARM_UP = ("none", "incumbent", "all")
 READERS = registry.READERS.names
 PARAM_TYPES = ("int", "float", "categorical", "bool")
 PARAM_APPLY = ("env", "assign")
@@ -235,6 +236,12 @@ class RunSpec:
     seed: int = 0
     name: str = ""
     auto_gpus: bool = False  # slots = "auto" / gpus = "all": one slot per visible GPU
+    # environment variables naming a compile cache (TORCHINDUCTOR_CACHE_DIR,
+    # TRITON_CACHE_DIR): each slot gets its own folder under .assay/cache/<slot>/
+    compile_cache: tuple[str, ...] = ()
+    # "none", "incumbent" (one unmeasured run per slot for each incumbent, before its
+    # first measured run) or "all" (also before each candidate's first run)
+    warm_up: str = "none"
 
 
 @dataclass(frozen=True)
@@ -494,6 +501,8 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         executor=rsec.choice("executor", EXECUTORS, "local"),
         seed=rsec.number("seed", 0, integer=True),
         name=run_name,
+        compile_cache=rsec.strings("compile_cache", ()),
+        warm_up=rsec.choice("warm_up", WARM_UP, "none"),
         auto_gpus=auto_gpus,
     )
     rsec.reject_unknown()

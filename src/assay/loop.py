@@ -382,6 +382,10 @@ class Loop:
         """Record a finished block and move its experiment on. Idempotent."""
         if not self.journal.record_block(result):
             return None
+        for role, wall in result.warmups:
+            self.emit("warm-up", f"{result.block_id}: warm-up run of the "
+                      f"{'incumbent' if role == 'A' else 'candidate'} on slot {result.slot} "
+                      f"({wall:.1f} s, not measured): its compile cache was cold")
         self.update_noise(result)
         if result.experiment_id == CAL:
             return None

@@ -179,6 +179,8 @@ class BlockResult:
     error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
     error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
     wall_s: float = 0.0
+    # unmeasured warm-up runs made before the block's measured runs: (role, wall seconds)
+    warmups: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

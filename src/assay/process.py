@@ -376,6 +376,8 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
     wall = time.monotonic() - start
     cancelled = cancel is not None and cancel.cancelled
     if follow is not None:
+        if not stopped:
+            follow.drain(time.monotonic())  # the lines printed after the last poll
         follow.close()
     return ProcResult(exit_code=None if (timed_out or cancelled or stopped) else proc.returncode,
                       timed_out=timed_out, cancelled=cancelled, wall_s=wall,
@@ -401,6 +403,13 @@ class _Follower:
                     if why:
                         return why
         return self.watch.tick(now)
+
+    def drain(self, now: float) -> None:
+        """Feed what is left (the run has ended: a breach here stops nothing)."""
+        self.poll(now)
+        if self.rest:
+            self.watch.feed(self.rest.decode(errors="replace"), now)
+            self.rest = b""
 
     def close(self) -> None:
         self.fh.close()

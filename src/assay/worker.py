@@ -46,7 +46,33 @@ def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, 
     if slot.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
     env["ASSAY_SLOT"] = slot.name
+    for var in target.run.compile_cache:
+        folder = cache_dir(target, slot.name) / var.lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        env[var] = str(folder)
     return env
+
+
+def cache_dir(target: Target, slot: str) -> Path:
+    """The slot's compile caches and the markers of the trees already warmed."""
+    return target.state_dir / "cache" / slot
+
+
+def _warm(target: Target, slot: Slot, cwd: Path, key: str, env: Mapping[str, str],
+          logs: Path, role: str, cancel: process.CancelToken | None) -> float | None:
+    """One unmeasured bench run in ``cwd`` when this slot has not run ``key`` there yet
+    (its compile cache is cold for it); returns its wall time, or None when none was due."""
+    marker = cache_dir(target, slot.name) / f"warm-{_digest(f'{cwd}:{key}')}"
+    if marker.exists():
+        return None
+    r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
+                    stdout_path=logs / f"warmup-{role}.out",
+                    stderr_path=logs / f"warmup-{role}.err",
+                    limits=target.limits, cancel=cancel)
+    if r.exit_code == 0:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{cwd}\n{key}\n")
+    return r.wall_s
 
 
 def _read_all(specs: tuple[MetricSpec, ...], stdout: str, cwd: Path
@@ -156,6 +182,18 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             return fail("checks", why, checks=False)
     checks_ok: bool | None = True if (cand is not None and target.checks) else None
 
+    warmups: list[tuple[str, float]] = []
+    if target.run.warm_up != "none":
+        todo = [("A", trees.a, a_key, env_a)] if "A" in block.order else []
+        if cand is not None and target.run.warm_up == "all" and "B" in block.order:
+            todo.append(("B", b_tree, b_key, env_b))
+        for role_ch, cwd, key, env in todo:
+            wall = _warm(target, slot, cwd, key, env, logs, role_ch, cancel)
+            if cancel is not None and cancel.cancelled:
+                return fail("cancelled", "block cancelled")
+            if wall is not None:
+                warmups.append((role_ch, wall))
+
     metric_specs = (target.metric, *target.guards)
     runs: list[RunResult] = []
     for i, role_ch in enumerate(block.order):
@@ -215,4 +253,4 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         if status is RunStatus.HARNESS_CHANGED:
             trees.a_state = ""
     return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs), checks_ok,
-                       "", "", time.monotonic() - start)
+                       "", "", time.monotonic() - start, tuple(warmups))
