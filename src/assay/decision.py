@@ -30,6 +30,7 @@ class DecisionContext:
     noise: Mapping[str, float] = field(default_factory=dict)  # sd of the pair log-ratio
     incumbent_history: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     bounds: tuple[float, float] | None = None
+    block_noise: Mapping[str, float] = field(default_factory=dict)  # block id -> pair noise
 
 
 class DecisionRule(Protocol):

@@ -21,6 +21,7 @@ The loop needs a :class:`~assay.journal.Journal` (a file, or ``Journal.memory()`
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import signal
@@ -329,9 +330,15 @@ class Loop:
             for s in slots:
                 history[s] = self.journal.recent_incumbent_values(
                     s, self.target.metric.name, inc.commit, exclude_experiment=exp_id)
+        block_noise: dict[str, float] = {}
+        if exp_id is not None:
+            known = self.journal.get_meta("block_noise") or {}
+            block_noise = {b.id: float(known[b.id]) for b in self.journal.blocks(exp_id)
+                           if b.id in known}
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
-                               incumbent_history=history, bounds=self.target.metric.bounds)
+                               incumbent_history=history, bounds=self.target.metric.bounds,
+                               block_noise=block_noise)
 
     def _priority(self, row: BlockRow) -> tuple[int, float, int]:
         rank = 0 if row.kind is BlockKind.AA else 1 if row.kind in (
@@ -483,11 +490,53 @@ class Loop:
     def update_noise(self, result: BlockResult) -> None:
         """The one place a finished block updates what the loop knows about noise.
 
-        Today: when the last A/A calibration block is in, calibrate (per-slot noise,
-        quarantine, the effective δ) once for the journal.
+        When the last A/A calibration block is in, calibrate (per-slot noise, quarantine,
+        the effective δ); after that every measured block is folded into its slot's
+        estimate (:meth:`_track_noise`).
         """
         if result.experiment_id == CAL:
             self._maybe_calibrate()
+        elif not result.error:
+            self._track_noise(result)
+
+    def _track_noise(self, result: BlockResult) -> None:
+        """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
+        follow the current estimate, and every change is reported with its reason."""
+        from .stats.noise import WINDOW, block_samples, changes, describe, track
+
+        cal = self.journal.get_meta("calibration")
+        if cal is None or not result.slot:
+            return
+        new = block_samples(result.runs, self.target.metric.name)
+        samples: dict[str, list[float]] = {
+            s: list(v) for s, v in (self.journal.get_meta("noise_samples") or {}).items()}
+        recent = [(str(s), float(v)) for s, v in self.journal.get_meta("noise_recent") or []]
+        spec = self.target.decision
+        before = track(samples, spec, cal.get("quarantined", {}), recent)
+        if new:
+            samples[result.slot] = (samples.get(result.slot, []) + new)[-WINDOW:]
+            recent = (recent + [(result.slot, v) for v in new])[-4 * WINDOW:]
+        after = track(samples, spec, cal.get("quarantined", {}), recent)
+        block_noise = self.journal.get_meta("block_noise") or {}
+        slot_noise = after.noise.get(result.slot, after.raw.get(result.slot))
+        if slot_noise is not None and math.isfinite(slot_noise):
+            block_noise[result.block_id] = slot_noise
+        with self.journal.tx():
+            self.journal.set_meta("noise_samples", samples)
+            self.journal.set_meta("noise_recent", [list(r) for r in recent])
+            self.journal.set_meta("block_noise", block_noise)
+            self.journal.set_meta("calibration", {
+                **cal, "noise": dict(after.noise), "pooled": after.pooled,
+                "delta": after.delta, "quarantined": dict(after.quarantined),
+                "message": describe(after, spec)})
+        for line in changes(before, after, spec):
+            self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
+        for slot in self.executor.slots:
+            if slot.name in after.quarantined and slot.name not in before.quarantined:
+                self.journal.set_slot(slot.name, slot.host, slot.gpus,
+                                      after.raw.get(slot.name), True,
+                                      after.quarantined[slot.name])
+                self.executor.quarantine(slot.name)
 
     def calibrate(self) -> None:
         """Queue A/A blocks on every slot (once per run)."""
@@ -496,18 +545,25 @@ class Loop:
             return
         if self.journal.blocks(CAL):
             return  # already queued (or resumed)
+        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
+
         inc = self.incumbent
         pairs = self.target.decision.pairs_per_block
-        nblocks = self.target.decision.aa_blocks
+        slots = self.executor.slots
         if self.target.decision.rule == "expensive":
             # two incumbent runs per slot at most; they are the slot's first history
-            nblocks, pairs = 1, CALIBRATION_PAIRS
-        for slot in self.executor.slots:
-            for _ in range(nblocks):
+            per_slot, pairs = 1, CALIBRATION_PAIRS
+        else:
+            per_slot = max(self.target.decision.aa_blocks,
+                           -(-AA_PAIRS // max(1, len(slots) * max(1, pairs))))
+        for slot in slots:
+            for _ in range(per_slot):
                 self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,
                                        prefer_slot=slot.name)
-        self.emit("calibrate", f"measuring noise: {nblocks} A/A block(s) "
-                               f"on each of {len(self.executor.slots)} slot(s)")
+        self.emit("calibrate", f"measuring noise: {per_slot} A/A block(s) on each of "
+                               f"{len(slots)} slot{'' if len(slots) == 1 else 's'}, "
+                               f"{per_slot * pairs * len(slots)} A/A pairs in all (at least "
+                               f"{AA_PAIRS} for a stable estimate)")
 
     def _maybe_calibrate(self) -> None:
         blocks = self.journal.blocks(CAL)
@@ -541,7 +597,11 @@ class Loop:
         self.journal.set_meta("calibration", {
             "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
             "quarantined": dict(cal.quarantined), "message": cal.message,
-            "baseline": statistics.median(base) if base else None})
+            "baseline": statistics.median(base) if base else None,
+            "start": {"pooled": cal.pooled, "delta": cal.delta_effective}})
+        self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})
+        self.journal.set_meta("noise_recent", [[s, v] for s, vs in cal.samples.items()
+                                               for v in vs])
         for slot in self.executor.slots:
             q = slot.name in cal.quarantined
             self.journal.set_slot(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,

@@ -1,33 +1,40 @@
-"""Decision v2: a group-sequential paired test with a practical band δ.
+"""Decision v3: a group-sequential paired test with a real interval and an unbiased effect.
 
 The unit is the signed log-ratio of one A/B pair measured back to back (positive means the
-candidate is better). After every block the rule forms an interval for the mean effect:
+candidate is better). After every block the rule forms a robust estimate of the mean
+effect (:mod:`assay.stats.robust`: a Huber M-estimate weighted by each block's noise, with
+its sandwich variance) and a two-sided **repeated confidence interval** at the planned
+looks (Jennison & Turnbull 1989, "Interim analyses: the repeated confidence interval
+approach", JRSS B 51; Jennison & Turnbull 2000, *Group Sequential Methods*, ch. 9):
+``mean ± c_k · se`` where ``c_k`` is the group-sequential boundary of look ``k`` spending
+``(1 − confidence)/2`` on each side over the planned looks (alpha spending after Lan &
+DeMets 1983, power family of Kim & DeMets 1987, boundaries from the recursion of Armitage,
+McPherson & Rowe 1969). The intervals of all planned looks cover the true effect together
+with probability at least ``confidence``, so the interval printed when the rule stops is a
+valid confidence interval whatever made it stop.
 
-* the lower end is an efficacy bound with alpha spending over the planned looks
-  (Lan & DeMets 1983, "Discrete sequential boundaries for clinical trials", Biometrika 70;
-  power-family spending of Kim & DeMets 1987). Keeping only when it lies wholly above +δ
+Two thresholds decide, reported separately in words:
+
+* **keep**: the interval's lower end lies above +δ (from ``keep_after`` pairs on). This
   holds the keep rate of any candidate whose true effect is at most δ to
-  ``(1 - confidence) / 2`` however many looks are taken (far less at no effect). No alpha
-  is spent before ``keep_after`` pairs: with heavy tails two pairs are too few to trust;
-* the upper end is a futility bound shaped like the lower boundary of Wald's sequential
-  probability ratio test (margin ``F·σ/n``). When it falls short of +δ the candidate is
-  discarded early. Futility stopping is non-binding: it can only lower the false-keep rate.
+  ``(1 − confidence)/2`` however many looks are taken. A keep is confirmed by a fresh
+  block, on another slot where there is one (and always for an implausibly large effect):
+  the confirmation is the same test at the next planned look over all pairs, so it is
+  inside the error budget; if the lower end falls back to δ or below the candidate goes
+  back to measuring, and a second failure discards it;
+* **futility** (non-binding: it can only lower the keep rate): discard once the mean plus a
+  margin ``F·σ/n`` falls short of +δ, after enough pairs for a standard error of 2δ.
 
-The sd of one pair is estimated, never assumed: the sample variance is pooled with the
-noise calibrated from A/A blocks, pooled over the slots in use (a prior worth one degree
-of freedom per A/A pair), and every bound uses the t quantile with the pooled degrees of
-freedom.
-
-A keep is provisional until a fresh confirmation block, on another slot where there is
-one, agrees (selection bias, the winner's curse): the fresh block's one-sided upper bound
-(``confirm_z`` standard errors) must reach δ and the estimate over all pairs must stay
-above δ. A disagreement sends the candidate back to measuring; a second one discards it.
-Reaching the pair budget without a decision discards the candidate as inconclusive.
+Every look the rule takes is a planned one: the plan runs from the first block to the pair
+budget plus room for :data:`MAX_CONFIRMATIONS` confirmation blocks; re-runs after a
+failed machine are ordinary pairs at ordinary looks, and a resumed run re-derives the same
+decisions from the same pairs. The effect reported for a keep is median-unbiased
+(:mod:`assay.stats.unbiased`); for other verdicts it is the robust estimate. Reaching the
+pair budget without a decision discards the candidate as inconclusive.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,10 +42,15 @@ from typing import Any
 
 from ..decision import DecisionContext, signed_log_ratios, to_fraction
 from ..model import BlockKind, Decision, NextBlock, Pair, Verdict
-from .bounds import bound_at, planned_looks, t_quantile_for
-from .screen import Screened, pooled_sd, screen
+from .bounds import bound_at, efficacy_bounds, planned_looks, t_quantile_for
+from .robust import Robust, huber
+from .screen import pooled_sd
+from .unbiased import median_unbiased
 
 MAX_CONFIRMATIONS = 2
+IMPLAUSIBLE_K = 20.0  # an effect beyond this many max(noise, δ) must be reproduced
+AGREE_Z = 1.96  # a confirmation this many standard errors below the rest disagrees
+PRIOR_DF_CAP = 16  # the noise model is worth at most this many pairs in the variance
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,17 @@ def estimate(values: Sequence[float], prior_sd: float, prior_df: int, z_keep: fl
     return Estimate(mean, sd, df, n, lo, hi, z_keep, z_futility)
 
 
+@dataclass(frozen=True)
+class Look:
+    """The robust estimate and the repeated confidence interval at one look."""
+
+    est: Robust
+    c: float  # the two-sided RCI multiplier (t-corrected)
+    lo: float  # log scale
+    hi: float
+    futility_hi: float  # mean + F·σ/n: the futility threshold's statistic
+
+
 class SequentialRule:
     """Sequential paired decisions; see the module docstring."""
 
@@ -86,8 +109,8 @@ class SequentialRule:
         self.rho = rho  # spending shape: alpha * t**rho
         self.futility = futility  # futility margin F: discard when mean + F·σ/n < δ
         self.futility_after = futility_after  # pairs before futility may stop (None: adaptive)
-        self.keep_after = keep_after  # no keep (and no alpha spent) before this many pairs
-        self.confirm_z = confirm_z  # a confirmation disagrees when mean + z·se <= δ
+        self.keep_after = keep_after  # no keep before this many pairs
+        self.confirm_z = confirm_z  # kept for configuration compatibility
 
     def _futility_after(self, ctx: DecisionContext, sd: float) -> int:
         """Pairs before futility may stop: enough for a standard error of at most 2δ."""
@@ -99,43 +122,92 @@ class SequentialRule:
         return max(2 * block, min(want, ctx.spec.max_pairs // 4))
 
     def alpha(self, ctx: DecisionContext) -> float:
+        """The error spent on each side of the interval."""
         return (1.0 - ctx.spec.confidence) / 2.0
+
+    def horizon(self, ctx: DecisionContext) -> int:
+        """The last planned look, in pairs: the budget plus the confirmation blocks."""
+        return ctx.spec.max_pairs + MAX_CONFIRMATIONS * ctx.spec.pairs_per_block
+
+    def first_look(self, ctx: DecisionContext) -> int:
+        """The first planned look: no keep (and no error spent) before it."""
+        return max(self.keep_after, ctx.spec.min_pairs)
+
+    def looks(self, ctx: DecisionContext) -> tuple[int, ...]:
+        return planned_looks(ctx.spec.pairs_per_block, self.horizon(ctx),
+                             first=self.first_look(ctx))
 
     def first_block(self, ctx: DecisionContext) -> NextBlock:
         return NextBlock(pairs=min(ctx.spec.pairs_per_block, ctx.spec.max_pairs),
                          reason="first block")
+
+    def look(self, vals: Sequence[float], scales: Sequence[float], ctx: DecisionContext,
+             prior_df: int) -> Look:
+        """The estimate and the interval over ``vals`` at the look of ``len(vals)`` pairs."""
+        block = ctx.spec.pairs_per_block
+        est = huber(vals, scales, prior_df)
+        n = est.n
+        first = self.first_look(ctx)
+        # before the first look the interval uses the first look's multiplier
+        z = bound_at(max(n, first), block, self.horizon(ctx), self.alpha(ctx), self.rho,
+                     first=first)
+        c = t_quantile_for(z, est.df) if math.isfinite(est.se) else math.inf
+        if not math.isfinite(est.se):
+            return Look(est, c, -math.inf, math.inf, math.inf)
+        fut = est.mean + t_quantile_for(self.futility / math.sqrt(n), est.df) * est.se
+        return Look(est, c, est.mean - c * est.se, est.mean + c * est.se, fut)
 
     def decide(self, pairs: Sequence[Pair], ctx: DecisionContext) -> Decision:
         spec = ctx.spec
         block = spec.pairs_per_block
         x = signed_log_ratios(pairs, ctx.direction)
         sd0, df0 = prior_noise(ctx)
-        slot_sd = ctx.noise.get(pairs[0].slot, sd0) if pairs else sd0
-        sc = screen(pairs, x, slot_sd, ctx.bounds, spec.max_pairs)
-        n_compare = sum(1 for p in pairs if p.kind is BlockKind.COMPARE)
-        details = _details(sc, self)
+        prior_df = min(df0, PRIOR_DF_CAP)
         d_log = math.log1p(ctx.delta)
+        conf = f"{spec.confidence:.0%}"
+        band = f"{ctx.delta:+.2%}"
+        set_aside: list[dict[str, Any]] = []
+        used: list[int] = []
+        for i, (p, v) in enumerate(zip(pairs, x, strict=True)):
+            if not math.isfinite(v):
+                set_aside.append({"block": p.block_id, "why": "not a finite log-ratio"})
+            elif ctx.bounds is not None and not (ctx.bounds[0] <= p.b <= ctx.bounds[1]
+                                                 and ctx.bounds[0] <= p.a <= ctx.bounds[1]):
+                set_aside.append({"block": p.block_id, "log_ratio": round(v, 6),
+                                  "why": f"a value outside the declared bounds "
+                                         f"[{ctx.bounds[0]:g}, {ctx.bounds[1]:g}]"})
+            else:
+                used.append(i)
+        vals = [x[i] for i in used]
+        scales = [_scale(pairs[i], ctx, sd0) for i in used]
+        n_compare = sum(1 for p in pairs if p.kind is BlockKind.COMPARE)
+        keep_rule = (f"keep when the lower end of the {conf} interval lies above {band}, "
+                     f"from {max(self.keep_after, spec.min_pairs)} pairs on"
+                     + (", confirmed by a fresh block" if spec.confirm else ""))
+        details: dict[str, Any] = {
+            "set_aside": set_aside, "interval": f"{conf} repeated confidence interval",
+            "estimator": "Huber M-estimate, weighted by block noise",
+            "keep_threshold": keep_rule, "spending": f"alpha*t^{self.rho:g}",
+            "futility_margin": self.futility}
 
-        def out(verdict: Verdict, reason: str, est: Estimate | None = None,
-                nxt: NextBlock | None = None, extra: dict[str, Any] | None = None) -> Decision:
+        def out(verdict: Verdict, reason: str, lk: Look | None = None,
+                nxt: NextBlock | None = None, effect: float | None = None,
+                extra: dict[str, Any] | None = None) -> Decision:
             det = dict(details, **(extra or {}))
-            if est is None:
+            if lk is None:
                 return Decision(verdict, reason, pairs_used=len(pairs), runs_used=2 * len(pairs),
                                 delta=ctx.delta, next_block=nxt, rule=self.name, details=det)
-            det.update(sd=round(est.sd, 6), df=est.df, n_used=est.n,
-                       z_keep=round(est.z_keep, 4), z_futility=round(est.z_futility, 4))
-            return Decision(verdict, reason, effect=to_fraction(est.mean),
-                            lo=to_fraction(est.lo), hi=to_fraction(est.hi),
-                            pairs_used=len(pairs), runs_used=2 * len(pairs), delta=ctx.delta,
-                            next_block=nxt, rule=self.name, details=det)
+            down = [{"block": pairs[used[k]].block_id, "log_ratio": round(vals[k], 6),
+                     "weight": round(w, 3)} for k, w in enumerate(lk.est.weights) if w < 0.5]
+            det.update(sd=round(lk.est.sd, 6), df=lk.est.df, n_used=lk.est.n,
+                       z_keep=round(lk.c, 4), downweighted=down,
+                       robust_effect=to_fraction(lk.est.mean))
+            mean = lk.est.mean if effect is None else effect
+            return Decision(verdict, reason, effect=to_fraction(mean), lo=to_fraction(lk.lo),
+                            hi=to_fraction(lk.hi), pairs_used=len(pairs),
+                            runs_used=2 * len(pairs), delta=ctx.delta, next_block=nxt,
+                            rule=self.name, details=det)
 
-        if sc.pending:
-            return out(Verdict.CONTINUE, f"re-measuring {sc.pending} pair(s) flagged as "
-                       f"outlier or implausible ({sc.outliers} outlier, {sc.suspicious} "
-                       "implausible so far)",
-                       nxt=NextBlock(sc.pending, BlockKind.RERUN,
-                                     reason="re-run of flagged pairs"))
-        vals = sc.values
         need = max(2, spec.min_pairs)
         if len(vals) < need and n_compare < spec.max_pairs:
             more = min(block, max(need - len(vals), 1))
@@ -143,66 +215,157 @@ class SequentialRule:
                        nxt=NextBlock(more, reason="minimum pairs"))
         if not vals:
             return out(Verdict.DISCARD, "no usable pair within the budget")
-        alpha = self.alpha(ctx)
-        n = len(vals)
-        first = max(self.keep_after, spec.min_pairs)
-        can_keep = n >= planned_looks(block, spec.max_pairs, first)[0]
-        z_keep = bound_at(max(n, first), block, spec.max_pairs, alpha, self.rho, first=first)
-        z_fut = self.futility / math.sqrt(n)
-        est = estimate(vals, sd0, df0, z_keep, z_fut)
-        band = f"{ctx.delta:+.2%}"
-        summary = (f"effect {to_fraction(est.mean):+.2%}, interval [{to_fraction(est.lo):+.2%}, "
-                   f"{to_fraction(est.hi):+.2%}] over {n} pairs")
+        lk = self.look(vals, scales, ctx, prior_df)
+        n = lk.est.n
+        fut_after = max(need, self._futility_after(ctx, lk.est.sd))
+        details["futility_threshold"] = (
+            f"discard when the mean plus {self.futility:g}·σ/n falls short of {band}, from "
+            f"{fut_after} pairs on")
+        can_keep = n >= max(self.keep_after, spec.min_pairs)
+        summary = (f"effect {to_fraction(lk.est.mean):+.2%}, {conf} interval "
+                   f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over {n} pairs")
+        noise = max((v for v in ctx.noise.values() if math.isfinite(v)), default=0.0)
+        implausible = abs(lk.est.mean) > IMPLAUSIBLE_K * max(noise, d_log)
+        if implausible:
+            details["implausible"] = (
+                f"the effect is over {IMPLAUSIBLE_K:g}x max(noise, δ): a fresh block must "
+                "reproduce it")
 
         confirm_ids, awaiting = confirmation_state(pairs)
         if awaiting:
             cid = confirm_ids[-1]
-            cvals = [x[i] for i in sc.index
-                     if pairs[i].block_id == cid and pairs[i].kind is BlockKind.CONFIRM]
-            agree, why = _agrees(cvals, est, d_log, self.confirm_z)
-            conf = {"confirm_blocks": len(confirm_ids), "confirm_slot": _slot(pairs, cid),
-                    "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
-                    else None, "confirm_agreed": agree}
+            start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
+            cvals = [x[i] for i in used if i >= start]
+            cslot = _slot(pairs, cid)
+            conf_x = {"confirm_blocks": len(confirm_ids), "confirm_slot": cslot,
+                      "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
+                      else None}
+            agree, why = self._agrees(vals, scales, [k for k, i in enumerate(used)
+                                                    if i >= start], lk, d_log, prior_df,
+                                       cslot, band)
             if agree:
-                # Report the interval of the look that cleared δ (the provisional keep); the
-                # confirmation is a check of agreement, reported beside it.
-                start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
-                prov = self.decide(pairs[:start], ctx)
-                kept = out(Verdict.KEEP, f"kept: the sequential lower bound cleared {band} "
-                           f"({prov.reason.rsplit('; ', 1)[-1]}) and a fresh confirmation block "
-                           f"agreed ({why}); over all {n} pairs: effect "
-                           f"{to_fraction(est.mean):+.2%}", est, extra=conf)
-                if prov.lo is not None and prov.lo > ctx.delta:
-                    return dataclasses.replace(kept, lo=prov.lo, hi=prov.hi, effect=prov.effect)
-                return kept
+                eff = self._unbiased(pairs, used, vals, scales, start, ctx, prior_df, d_log)
+                conf_x.update(confirm_agreed=True,
+                              effect_estimate="median-unbiased (stagewise ordering)")
+                return out(Verdict.KEEP, f"kept: the {conf} interval "
+                           f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] lies above "
+                           f"{band} over {n} pairs, a fresh confirmation block on slot {cslot} "
+                           f"included ({why}); effect {to_fraction(eff):+.2%} "
+                           "(median-unbiased)", lk, effect=eff, extra=conf_x)
+            conf_x["confirm_agreed"] = False
             if len(confirm_ids) >= MAX_CONFIRMATIONS:
                 return out(Verdict.DISCARD, f"discarded: {len(confirm_ids)} confirmation "
-                           f"blocks disagreed ({why}); {summary}", est, extra=conf)
+                           f"blocks disagreed ({why}); {summary}", lk, extra=conf_x)
             if n_compare >= spec.max_pairs:
                 return out(Verdict.DISCARD, f"discarded: the confirmation block disagreed "
-                           f"({why}) and the pair budget is spent; {summary}", est, extra=conf)
+                           f"({why}) and the pair budget is spent; {summary}", lk, extra=conf_x)
             return out(Verdict.CONTINUE, f"the confirmation block disagreed ({why}); "
-                       f"measuring more; {summary}", est,
+                       f"measuring more; {summary}", lk,
                        nxt=NextBlock(min(block, spec.max_pairs - n_compare),
-                                     reason="confirmation disagreed"), extra=conf)
+                                     reason="confirmation disagreed"), extra=conf_x)
 
-        if est.lo > d_log and can_keep:
-            if spec.confirm:
-                return out(Verdict.CONTINUE, f"provisional keep: the sequential lower bound "
-                           f"lies above {band}; asking for a confirmation block; {summary}",
-                           est, nxt=NextBlock(block, BlockKind.CONFIRM, other_slot=True,
-                                              reason="confirm a provisional keep"))
-            return out(Verdict.KEEP, f"kept: the sequential lower bound lies wholly above "
-                       f"{band}; {summary}", est)
-        if est.hi < d_log and n >= max(need, self._futility_after(ctx, est.sd)):
-            return out(Verdict.DISCARD, f"discarded early (futility): the interval lies "
-                       f"wholly short of {band}; {summary}", est)
+        if lk.lo > d_log and can_keep:
+            if spec.confirm or implausible:
+                why = "" if spec.confirm else " (the effect is implausibly large)"
+                return out(Verdict.CONTINUE, f"provisional keep: the {conf} interval lies "
+                           f"above {band}; asking for a confirmation block{why}; {summary}",
+                           lk, nxt=NextBlock(block, BlockKind.CONFIRM, other_slot=True,
+                                             reason="confirm a provisional keep"))
+            eff = self._unbiased(pairs, used, vals, scales, len(pairs), ctx, prior_df, d_log)
+            return out(Verdict.KEEP, f"kept: the {conf} interval lies above {band}; "
+                       f"{summary}; effect {to_fraction(eff):+.2%} (median-unbiased)", lk,
+                       effect=eff, extra={"effect_estimate": "median-unbiased (stagewise "
+                                                             "ordering)"})
+        if lk.futility_hi < d_log and n >= fut_after:
+            return out(Verdict.DISCARD, f"discarded early (futility): the effect is short of "
+                       f"{band} by more than the futility margin; {summary}", lk)
         if n_compare >= spec.max_pairs:
             return out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
-                       f"{spec.max_pairs} pairs: the interval straddles {band}; {summary}", est)
-        return out(Verdict.CONTINUE, f"undecided: the interval straddles {band}; {summary}",
-                   est, nxt=NextBlock(min(block, spec.max_pairs - n_compare),
-                                      reason="interval straddles the band"))
+                       f"{spec.max_pairs} pairs: {_where(lk, d_log, band, conf)}; {summary}", lk)
+        if lk.lo > d_log:
+            why = f"the {conf} interval lies above {band}, but no keep before " \
+                  f"{max(self.keep_after, spec.min_pairs)} pairs"
+        elif lk.futility_hi < d_log:
+            why = (f"{_where(lk, d_log, band, conf)}; the effect is short of {band} by the "
+                   f"futility margin, but futility stopping starts at {fut_after} pairs")
+        else:
+            why = _where(lk, d_log, band, conf)
+        return out(Verdict.CONTINUE, f"undecided: {why}; {summary}", lk,
+                   nxt=NextBlock(min(block, spec.max_pairs - n_compare),
+                                 reason="undecided"))
+
+    def _agrees(self, vals: Sequence[float], scales: Sequence[float], fresh: Sequence[int],
+                lk: Look, d_log: float, prior_df: int, slot: str, band: str
+                ) -> tuple[bool, str]:
+        """The confirmation test: over all pairs the interval still lies above δ at this
+        (planned) look, and the fresh block on its own is not significantly worse than the
+        pairs before it (a one-sided test of agreement at :data:`AGREE_Z`)."""
+        if not fresh:
+            return False, "no usable confirmation pair"
+        if lk.lo <= d_log:
+            return False, (f"with the confirmation block on slot {slot} the interval's lower "
+                           f"end {to_fraction(lk.lo):+.2%} is no longer above {band}")
+        old = [k for k in range(len(vals)) if k not in set(fresh)]
+        new = huber([vals[k] for k in fresh], [scales[k] for k in fresh], prior_df)
+        if not old:
+            return True, f"its effect {to_fraction(new.mean):+.2%}"
+        prev = huber([vals[k] for k in old], [scales[k] for k in old], prior_df)
+        se = math.hypot(new.se, prev.se)
+        z = (new.mean - prev.mean) / se if se > 0 else 0.0
+        if z < -AGREE_Z:
+            return False, (f"the confirmation block's effect {to_fraction(new.mean):+.2%} is "
+                           f"significantly below the {to_fraction(prev.mean):+.2%} before it "
+                           f"(z = {z:.1f})")
+        return True, f"its effect {to_fraction(new.mean):+.2%}, in agreement (z = {z:+.1f})"
+
+    def _unbiased(self, pairs: Sequence[Pair], used: Sequence[int], vals: Sequence[float],
+                  scales: Sequence[float], start: int, ctx: DecisionContext, prior_df: int,
+                  d_log: float) -> float:
+        """The median-unbiased effect (log scale) of a keep whose provisional look ended at
+        pair ``start``; pairs from ``start`` on are fresh and averaged in."""
+        k_used = [k for k, i in enumerate(used) if i < start]
+        rest = [k for k, i in enumerate(used) if i >= start]
+        if not k_used:
+            return huber(vals, scales, prior_df).mean
+        prov = huber([vals[k] for k in k_used], [scales[k] for k in k_used], prior_df)
+        sd = prov.sd
+        looks = self.looks(ctx)
+        n = prov.n
+        k = next((j for j, lk in enumerate(looks) if lk >= n), len(looks) - 1)
+        if not (math.isfinite(sd) and sd > 0):
+            theta = prov.mean
+        else:
+            z = efficacy_bounds(looks, self.alpha(ctx), self.rho)
+            first = self.first_look(ctx)
+            d = round(d_log / sd, 2)
+            upper = tuple(round(lk * d + zk * math.sqrt(lk), 3) if lk >= first else math.inf
+                          for lk, zk in zip(looks, z, strict=True))
+            s_obs = max(prov.mean / sd * looks[k], upper[k])
+            theta = median_unbiased(looks, upper, k, s_obs) * sd
+        if not rest:
+            return theta
+        fresh = huber([vals[k] for k in rest], [scales[k] for k in rest], prior_df)
+        w_prov = n / (sd * sd) if sd > 0 else 0.0
+        w_rest = fresh.n / (sd * sd) if sd > 0 else 0.0
+        if w_prov + w_rest == 0:
+            return theta
+        return (w_prov * theta + w_rest * fresh.mean) / (w_prov + w_rest)
+
+
+def _scale(p: Pair, ctx: DecisionContext, pooled: float) -> float:
+    """The pair noise of the block a pair belongs to (its slot's, then the pooled)."""
+    for v in (ctx.block_noise.get(p.block_id), ctx.noise.get(p.slot), pooled):
+        if v is not None and math.isfinite(v) and v > 0:
+            return v
+    return math.nan
+
+
+def _where(lk: Look, d_log: float, band: str, conf: str) -> str:
+    if lk.lo > d_log:
+        return f"the {conf} interval lies above {band}"
+    if lk.hi < d_log:
+        return f"the {conf} interval lies below {band}"
+    return f"the {conf} interval includes {band}"
 
 
 def confirmation_state(pairs: Sequence[Pair]) -> tuple[list[str], bool]:
@@ -231,10 +394,3 @@ def _agrees(cvals: Sequence[float], est: Estimate, d_log: float, z: float
 
 def _slot(pairs: Sequence[Pair], block_id: str) -> str:
     return next((p.slot for p in pairs if p.block_id == block_id), "")
-
-
-def _details(sc: Screened, rule: SequentialRule) -> dict[str, Any]:
-    return {"reruns": sc.reruns, "outliers": sc.outliers, "suspicious": sc.suspicious,
-            "unreproduced": sc.unreproduced, "over_cap": sc.over_cap,
-            "set_aside": list(sc.set_aside), "spending": f"alpha*t^{rule.rho:g}",
-            "futility_margin": rule.futility}

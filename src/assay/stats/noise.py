@@ -1,0 +1,202 @@
+"""Noise tracked all along: a robust, windowed estimate of each slot's pair noise.
+
+Every block carries noise information. An A/A block compares the incumbent with itself;
+an ABBA compare block holds two incumbent runs and two candidate runs, and the log-ratio of
+the two runs of one side has a true mean of zero and the variance of one pair's log-ratio
+(two run variances), so each compare block adds two noise samples for free.
+
+Each slot's estimate is a trimmed root mean square of its last :data:`WINDOW` samples
+(:func:`robust_scale`): robust (a share of slow runs below about a quarter does not move
+it) and windowed (a noisy spell leaves the window after :data:`WINDOW` samples, about half
+of that for the median-based trim to follow). The band δ's floor and quarantine follow
+the current estimate, never a frozen one:
+
+* δ is ``max(spec.delta, resolvable(pooled))``, the pooled noise being the same robust
+  scale over the last :data:`WINDOW` samples of all slots in use; once a noisy spell is
+  over, δ falls back;
+* a slot is quarantined when its estimate is over :data:`QUARANTINE_RATIO` times the median
+  of its peers (three slots or more) and released below :data:`RELEASE_RATIO` times (the
+  gap keeps a slot near the limit from flapping). Quarantined slots are probed with A/A
+  blocks so a quiet slot can come back.
+
+Start-up calibration measures :data:`CALIBRATION_PAIRS` A/A pairs over all slots (at least
+one block per slot): with twelve pairs the pooled estimate has a relative standard error of
+about ``1/sqrt(2·12)`` ≈ 20% for normal noise, so the δ floor set from it is within a fifth
+of the truth; every compare block then adds two samples, so the window is soon full.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..config import DecisionSpec
+from ..model import Direction, Pair, Role, RunResult, RunStatus
+
+WINDOW = 24  # samples per slot in the windowed estimate
+TRIM_K = 3.5  # samples beyond this many median-based scales are left out
+MIN_OWN = 4  # below this many samples a slot borrows the pooled estimate
+MAD_TO_SD = 1.4826
+QUARANTINE_RATIO = 3.0
+RELEASE_RATIO = 2.0
+CALIBRATION_PAIRS = 12
+DELTA_CHANGE = 0.10  # a change of δ by more than this share is reported
+
+
+def sample(a: float, b: float) -> float | None:
+    """The log-ratio of two runs of the same code (None where it cannot be formed)."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    if a > 0 and b > 0:
+        return math.log(b / a)
+    scale = abs(a) if a != 0 else 1.0
+    return (b - a) / scale
+
+
+def block_samples(runs: Sequence[RunResult], metric: str) -> list[float]:
+    """Noise samples of one compare block: the two incumbent runs, the two candidate runs."""
+    def side(role: Role) -> list[float]:
+        return [r.metrics[metric] for r in sorted(runs, key=lambda r: r.index)
+                if r.role is role and r.status is RunStatus.OK and metric in r.metrics]
+
+    return side_samples(side(Role.INCUMBENT), side(Role.CANDIDATE))
+
+
+def side_samples(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """Noise samples from the runs of each side of a block, in run order (1st vs 2nd,
+    3rd vs 4th ...)."""
+    out: list[float] = []
+    for vals in (a, b):
+        for x, y in zip(vals[0::2], vals[1::2], strict=False):
+            s = sample(x, y)
+            if s is not None:
+                out.append(s)
+    return out
+
+
+def aa_samples(pairs: Sequence[Pair], direction: Direction) -> list[float]:
+    """Noise samples of A/A pairs (the sign does not matter)."""
+    del direction
+    return [s for p in pairs if (s := sample(p.a, p.b)) is not None]
+
+
+def robust_scale(samples: Sequence[float]) -> float:
+    """The root mean square of the last :data:`WINDOW` samples, leaving out those beyond
+    :data:`TRIM_K` times their median-based scale (``1.4826 × median |s|``); NaN if none.
+
+    The median-based scale alone is robust but wastes most of the data (37% efficient);
+    the trimmed root mean square is about 90% efficient for normal noise and still ignores
+    a share of wild samples."""
+    tail = [abs(s) for s in samples[-WINDOW:]]
+    if not tail:
+        return math.nan
+    mad = MAD_TO_SD * statistics.median(tail)
+    kept = [v for v in tail if v <= TRIM_K * mad] if mad > 0 else tail
+    return math.sqrt(math.fsum(v * v for v in kept) / len(kept)) if kept else mad
+
+
+def resolvable(noise: float, spec: DecisionSpec) -> float:
+    """The smallest band (as a fraction) the pair budget can resolve at this noise.
+
+    With pair noise σ and a budget of N pairs the mean at the budget has a standard error
+    of ``σ / sqrt(N)``; a band narrower than that cannot be told apart from no effect, so a
+    no-op candidate could never be stopped for futility before the budget."""
+    if not math.isfinite(noise) or noise <= 0:
+        return 0.0
+    return math.expm1(noise / math.sqrt(max(spec.max_pairs, 1)))
+
+
+@dataclass(frozen=True)
+class NoiseState:
+    """The current noise picture: what decisions use now."""
+
+    noise: Mapping[str, float]  # sd of one pair's log-ratio, per slot in use
+    pooled: float  # root mean square over the slots in use
+    samples: Mapping[str, int]  # samples behind each slot's estimate (window-capped)
+    delta: float  # the effective band, as a fraction
+    quarantined: Mapping[str, str] = field(default_factory=dict)  # slot -> reason
+    raw: Mapping[str, float] = field(default_factory=dict)  # every slot's estimate
+
+    @property
+    def pooled_df(self) -> int:
+        return sum(self.samples.values())
+
+    def as_meta(self) -> dict[str, object]:
+        return {"noise": dict(self.noise), "pooled": self.pooled, "delta": self.delta,
+                "quarantined": dict(self.quarantined), "samples": dict(self.samples),
+                "raw_noise": dict(self.raw)}
+
+
+def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
+          was_quarantined: Mapping[str, str] | None = None,
+          recent: Sequence[tuple[str, float]] = ()) -> NoiseState:
+    """The current per-slot noise, quarantine and δ from each slot's samples (oldest first).
+
+    ``recent`` holds the latest samples of every slot in the order measured, as
+    ``(slot, sample)``: where given, the pooled noise (and so δ) is the robust scale of the
+    last :data:`WINDOW` of them on slots in use, so a slot that sits idle after a noisy
+    spell cannot hold δ up."""
+    was = dict(was_quarantined or {})
+    raw = {s: robust_scale(v) for s, v in samples.items() if v}
+    counts = {s: min(len(v), WINDOW) for s, v in samples.items() if v}
+    quarantined: dict[str, str] = {}
+    if len(raw) >= 3:
+        for s, sd in raw.items():
+            ref = statistics.median(v for t, v in raw.items() if t != s)
+            limit = RELEASE_RATIO if s in was else QUARANTINE_RATIO
+            if ref > 0 and counts[s] >= MIN_OWN and sd > limit * ref:
+                quarantined[s] = (f"pair noise {sd:.2%} is {sd / ref:.1f}x the median of the "
+                                  f"other slots ({ref:.2%}); limit {limit:g}x")
+            elif s in was and counts[s] < MIN_OWN:
+                quarantined[s] = was[s]  # too few fresh samples to release it yet
+    used = {s: v for s, v in raw.items() if s not in quarantined and v > 0}
+    pooled = (math.sqrt(math.fsum(v * v for v in used.values()) / len(used)) if used
+              else math.nan)
+    latest = [v for s, v in recent if s not in quarantined]
+    if len(latest) >= MIN_OWN:
+        pooled = robust_scale(latest)
+    noise = {s: (v if counts[s] >= MIN_OWN or not math.isfinite(pooled) else pooled)
+             for s, v in used.items()}
+    delta = max(spec.delta, resolvable(pooled, spec))
+    return NoiseState(noise=noise, pooled=pooled, samples=counts, delta=delta,
+                      quarantined=quarantined, raw=raw)
+
+
+def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) -> list[str]:
+    """What changed between two states, in words (δ moves, quarantines and releases)."""
+    out: list[str] = []
+    old_delta = before.delta if before is not None else spec.delta
+    if abs(after.delta - old_delta) > DELTA_CHANGE * old_delta:
+        if after.delta > spec.delta:
+            why = (f"pooled pair noise is now {after.pooled:.2%}: {spec.max_pairs} pairs "
+                   "resolve no finer band")
+        else:
+            why = f"pooled pair noise fell to {after.pooled:.2%}; back to the configured band"
+        out.append(f"δ {old_delta:.2%} -> {after.delta:.2%}: {why}")
+    old_q = before.quarantined if before is not None else {}
+    for s, why in sorted(after.quarantined.items()):
+        if s not in old_q:
+            out.append(f"slot {s} quarantined: {why}")
+    for s in sorted(old_q):
+        if s not in after.quarantined:
+            sd = after.raw.get(s, math.nan)
+            out.append(f"slot {s} released from quarantine: its pair noise is back to {sd:.2%}")
+    return out
+
+
+def describe(state: NoiseState, spec: DecisionSpec) -> str:
+    """One line for the journal and the terminal."""
+    parts = [f"pair noise {state.pooled:.2%} (sd of one pair's log-ratio, robust over the "
+             f"last {WINDOW} samples; {len(state.noise)} "
+             f"slot{'' if len(state.noise) == 1 else 's'} in use)"]
+    res = resolvable(state.pooled, spec)
+    if state.delta > spec.delta:
+        parts.append(f"δ raised from {spec.delta:.2%} to {state.delta:.2%}: at this noise "
+                     f"{spec.max_pairs} pairs resolve no finer band")
+    else:
+        parts.append(f"δ {state.delta:.2%} (the budget resolves {res:.2%})")
+    for s, why in sorted(state.quarantined.items()):
+        parts.append(f"slot {s} quarantined: {why}")
+    return "; ".join(parts)

@@ -1,0 +1,153 @@
+"""Noise tracked all along, the repeated confidence interval and the unbiased effect."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from assay.config import DecisionSpec
+from assay.decision import DecisionContext
+from assay.model import BlockKind, Direction, Pair, Role, RunResult, RunStatus, Verdict
+from assay.stats import SequentialRule
+from assay.stats.bounds import efficacy_bounds, planned_looks
+from assay.stats.noise import WINDOW, block_samples, changes, resolvable, track
+from assay.stats.unbiased import median_unbiased
+
+SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=40, min_pairs=2,
+                    confidence=0.90, delta=0.01, confirm=True, aa_blocks=2)
+
+
+def test_a_noisy_window_raises_delta_and_a_quiet_slot_brings_it_back() -> None:
+    rng = np.random.default_rng(4)
+    spec = replace(SPEC, delta=0.002)
+    samples: list[float] = []
+    quiet = track({"s0": list(0.005 * rng.standard_normal(WINDOW))}, spec)
+    assert quiet.delta == spec.delta
+    samples += list(0.005 * rng.standard_normal(WINDOW))
+    samples += list(0.08 * rng.standard_normal(WINDOW))  # a CPU hog
+    noisy = track({"s0": samples}, spec)
+    assert noisy.delta > 3 * spec.delta
+    assert any("δ 0.20% ->" in c for c in changes(quiet, noisy, spec))
+    back = None
+    for block in range(10):  # two samples per ABBA block
+        samples += list(0.005 * rng.standard_normal(2))
+        state = track({"s0": samples}, spec)
+        if state.delta <= 1.2 * quiet.delta:
+            back = block + 1
+            break
+    assert back is not None and back <= 10
+    assert any("fell to" in c for c in changes(noisy, state, spec))
+
+
+def test_quarantine_follows_the_current_estimate_and_releases() -> None:
+    rng = np.random.default_rng(5)
+    base = {s: list(0.01 * rng.standard_normal(WINDOW)) for s in ("s0", "s1", "s2")}
+    loud = dict(base, s3=list(0.08 * rng.standard_normal(WINDOW)))
+    st = track(loud, SPEC)
+    assert set(st.quarantined) == {"s3"} and "s3" not in st.noise
+    assert ["slot s3 quarantined" in c for c in changes(None, st, SPEC)].count(True) == 1
+    # 2.5x its peers: under the 3x limit, but a quarantined slot needs to fall below 2x
+    mid = dict(base, s3=list(0.025 * rng.standard_normal(WINDOW)))
+    assert "s3" in track(mid, SPEC, st.quarantined).quarantined
+    assert "s3" not in track(mid, SPEC).quarantined
+    calm = dict(base, s3=list(0.01 * rng.standard_normal(WINDOW)))
+    released = track(calm, SPEC, st.quarantined)
+    assert not released.quarantined
+    assert any("released from quarantine" in c for c in changes(st, released, SPEC))
+
+
+def test_a_share_of_slow_runs_does_not_move_the_estimate() -> None:
+    rng = np.random.default_rng(6)
+    clean = 0.01 * rng.standard_normal(WINDOW)
+    hit = rng.random(WINDOW) < 0.15
+    dirty = clean + hit * rng.choice([-1.0, 1.0], WINDOW) * rng.uniform(0.2, 0.4, WINDOW)
+    a = track({"s0": list(clean)}, SPEC).pooled
+    b = track({"s0": list(dirty)}, SPEC).pooled
+    assert b == pytest.approx(a, rel=0.35)
+    assert b < 0.03  # a plain root mean square would be over 0.1
+
+
+def test_every_compare_block_carries_two_noise_samples() -> None:
+    vals = {0: ("A", 100.0), 1: ("B", 90.0), 2: ("B", 91.0), 3: ("A", 102.0)}
+    runs = [RunResult(f"r{i}", "b1", "e1", Role(role), i, RunStatus.OK, {"t": v})
+            for i, (role, v) in vals.items()]
+    got = block_samples(runs, "t")
+    assert got == pytest.approx([math.log(102 / 100), math.log(91 / 90)])
+    crashed = [*runs[:3], RunResult("r3", "b1", "e1", Role.INCUMBENT, 3, RunStatus.CRASHED, {})]
+    assert block_samples(crashed, "t") == pytest.approx([math.log(91 / 90)])
+
+
+def test_resolvable_floor() -> None:
+    assert resolvable(0.04, SPEC) == pytest.approx(math.expm1(0.04 / math.sqrt(40)))
+    assert resolvable(math.nan, SPEC) == 0.0
+
+
+def drive(rule: SequentialRule, ctx: DecisionContext, effect: float, sd: float,
+          rng: np.random.Generator) -> tuple[Verdict, float, float, float]:
+    nb = rule.first_block(ctx)
+    pairs: list[Pair] = []
+    for step in range(200):
+        slot = "s1" if nb.other_slot else "s0"
+        xs = effect + sd * rng.standard_normal(nb.pairs)
+        pairs += [Pair(100.0, 100.0 * math.exp(x), slot, f"b{step}", nb.kind) for x in xs]
+        d = rule.decide(pairs, ctx)
+        if d.verdict is not Verdict.CONTINUE:
+            assert d.lo is not None and d.hi is not None and d.effect is not None
+            return d.verdict, d.lo, d.hi, d.effect
+        assert d.next_block is not None
+        nb = d.next_block
+    raise AssertionError("no decision")
+
+
+@pytest.mark.parametrize("effect", [0.0, 0.02, 0.04])
+def test_the_interval_covers_the_true_effect_where_the_rule_stopped(effect: float) -> None:
+    """The interval reported at the stop is a 90% confidence interval, optional stopping,
+    confirmation and futility included (it is conservative: a repeated interval)."""
+    rule = SequentialRule()
+    ctx = DecisionContext(Direction.MAXIMIZE, SPEC, SPEC.delta, slots=("s0", "s1"),
+                          noise={"s0": 0.03, "s1": 0.03})
+    rng = np.random.default_rng(12)
+    truth = math.expm1(math.log1p(effect))
+    got = [drive(rule, ctx, math.log1p(effect), 0.03, rng) for _ in range(200)]
+    cover = np.mean([lo <= truth <= hi for _, lo, hi, _ in got])
+    assert cover >= 0.88
+
+
+def test_the_effect_of_keeps_is_median_unbiased() -> None:
+    """Among keeps of a true effect the reported effect is above it about half the time;
+    the mean at the stopping look is above it far more often."""
+    looks = planned_looks(2, 24, first=2)
+    z = efficacy_bounds(looks, 0.05, 1.0)
+    d = 0.25
+    upper = tuple(n * d + c * math.sqrt(n) if n >= 4 else math.inf
+                  for n, c in zip(looks, z, strict=True))
+    theta = 0.6
+    rng = np.random.default_rng(3)
+    paths = np.cumsum(theta + rng.standard_normal((400, looks[-1])), axis=1)
+    sums = paths[:, np.array(looks) - 1]
+    crossed = sums > np.array(upper)
+    above = naive_above = keeps = 0
+    for row, hits in zip(sums, crossed, strict=True):
+        if not hits.any():
+            continue
+        k = int(hits.argmax())
+        keeps += 1
+        above += median_unbiased(looks, upper, k, float(row[k])) > theta
+        naive_above += row[k] / looks[k] > theta
+    assert keeps > 150
+    assert 0.4 <= above / keeps <= 0.6
+    assert naive_above / keeps > 0.65
+
+
+def test_a_block_s_noise_weighs_its_pairs() -> None:
+    """A pair from a noisy block moves the estimate less than one from a quiet block."""
+    rule = SequentialRule()
+    pairs = [Pair(100.0, 100.0 * math.exp(x), "s0", b, BlockKind.COMPARE)
+             for x, b in ((0.02, "q"), (0.02, "q"), (0.0, "n"), (0.0, "n"))]
+    ctx = DecisionContext(Direction.MAXIMIZE, SPEC, SPEC.delta, slots=("s0",),
+                          noise={"s0": 0.01}, block_noise={"q": 0.01, "n": 0.05})
+    d = rule.decide(pairs, ctx)
+    assert d.details["robust_effect"] > math.expm1(0.015)
