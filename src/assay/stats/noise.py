@@ -189,8 +189,8 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
 def describe(state: NoiseState, spec: DecisionSpec) -> str:
     """One line for the journal and the terminal."""
     parts = [f"pair noise {state.pooled:.2%} (sd of one pair's log-ratio, robust over the "
-             f"last {WINDOW} samples; {len(state.noise)} "
-             f"slot{'' if len(state.noise) == 1 else 's'} in use)"]
+             f"last {WINDOW} samples, on {len(state.noise)} "
+             f"slot{'' if len(state.noise) == 1 else 's'})"]
     res = resolvable(state.pooled, spec)
     if state.delta > spec.delta:
         parts.append(f"δ raised from {spec.delta:.2%} to {state.delta:.2%}: at this noise "
