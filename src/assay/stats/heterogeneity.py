@@ -67,10 +67,10 @@ def heterogeneity(pairs: Sequence[Pair], direction: Direction,
     within = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
     if within <= 0:
         f = math.inf if between > 0 else 0.0
-        p = 0.0 if between > 0 else 1.0
+        pval = 0.0 if between > 0 else 1.0
     else:
         from scipy import stats as sps
 
         f = (between / (k - 1)) / (within / (n - k))
-        p = float(sps.f.sf(f, k - 1, n - k))
-    return Heterogeneity(per, f, p, p < alpha)
+        pval = float(sps.f.sf(f, k - 1, n - k))
+    return Heterogeneity(per, f, pval, pval < alpha)
