@@ -20,6 +20,7 @@ from assay.model import (
     RunResult,
     RunStatus,
 )
+from assay.seal import triggers as seal_triggers
 
 
 def _journal(tmp_path: Path) -> Journal:
@@ -142,3 +143,91 @@ def test_a_journal_of_the_first_schema_is_migrated_to_slot_names(tmp_path: Path)
     j.set_slot("s2", "localhost", (), 0.01)
     assert [s.name for s in j.slots()] == ["s1", "s2"]
     j.close()
+
+
+def _filled(tmp_path: Path) -> Path:
+    j = _journal(tmp_path)
+    exp = j.add_experiment(Candidate("abc", params={"x": 1}, hypothesis="h"))
+    bid = j.add_block(exp.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
+    assert j.lease_block(bid, "s0", "me", 60)
+    assert j.record_block(_result(bid, exp.id))
+    j.event("note", "one event", exp.id)
+    j.set_state(exp.id, ExperimentState.DISCARDED, note="no gain")
+    j.set_incumbent(Incumbent("abc"))
+    j.close()
+    return tmp_path / "j.sqlite"
+
+
+def _other_client(path: Path, *statements: str) -> None:
+    """Write with a plain SQLite connection, as any tool other than assay would."""
+    con = sqlite3.connect(path, isolation_level=None)
+    try:
+        for sql in statements:
+            con.execute(sql)
+    finally:
+        con.close()
+
+
+def test_writes_by_another_sqlite_client_fail(tmp_path: Path) -> None:
+    path = _filled(tmp_path)
+    with pytest.raises(sqlite3.OperationalError, match="assay_seal"):
+        _other_client(path, "UPDATE runs SET metrics = '{\"m\": 1e9}'")
+    with pytest.raises(sqlite3.OperationalError, match="assay_seal"):
+        _other_client(path, "DELETE FROM events")
+    Journal.open(path).close()  # nothing changed: it opens
+
+
+@pytest.mark.parametrize("statements,needle", [
+    (["UPDATE runs SET metrics = '{\"m\": 1e9}' WHERE idx = 1"],
+     "runs row 'e0001-b1-r1' does not match its seal"),
+    (["DELETE FROM runs WHERE idx = 2"], "runs row 'e0001-b1-r2' was deleted"),
+    (["UPDATE experiments SET state = 'kept'"], "experiments row 'e0001' does not match"),
+    (["INSERT INTO events (ts, kind, message, data) VALUES (0, 'x', 'forged', '{}')"],
+     "events row '2' has no seal"),
+    (["UPDATE meta SET value = '\"forged\"'"], "meta row"),
+])
+def test_a_journal_changed_outside_assay_is_refused_at_open(
+        tmp_path: Path, statements: list[str], needle: str) -> None:
+    path = _filled(tmp_path)
+    drop = [f"DROP TRIGGER {name}" for name in sorted(seal_triggers())]
+    recreate = [r[0] for r in sqlite3.connect(path).execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger'")]
+    # the tamperer removes the triggers, edits, and puts the triggers back
+    _other_client(path, *drop, *statements, *recreate)
+    for readonly in (False, True):
+        with pytest.raises(JournalError, match="changed outside assay") as info:
+            Journal.open(path, readonly=readonly)
+        assert needle in str(info.value)
+        assert "restore the file from a backup" in str(info.value)
+
+
+def test_removed_seal_triggers_are_refused_at_open(tmp_path: Path) -> None:
+    path = _filled(tmp_path)
+    _other_client(path, "DROP TRIGGER seal_runs_update")
+    with pytest.raises(JournalError, match="seal triggers were removed"):
+        Journal.open(path, readonly=True)
+
+
+def test_the_cli_reports_a_tampered_journal_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "assay.toml").write_text('[metric]\nname = "m"\n[commands]\nbench = "true"\n'
+                                     '[scope]\neditable = ["*.py"]\n')
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    state = root / ".assay"
+    state.mkdir()
+    path = _filled(state)
+    path.rename(state / "journal.sqlite")
+    journal = state / "journal.sqlite"
+    _other_client(journal, "DROP TRIGGER seal_runs_update",
+                  "UPDATE runs SET metrics = '{}'")
+    r = subprocess.run([sys.executable, "-c", "from assay.cli import main; main()", "status",
+                        "-C", str(root)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "40"})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "changed outside assay" in r.stderr or "seal triggers" in r.stderr

@@ -285,6 +285,7 @@ class Target:
     sections: Mapping[str, Mapping[str, Any]]  # raw subsystem tables, see `section()`
     text: str = ""
     platforms: tuple[PlatformSpec, ...] = ()
+    holdout_files: tuple[str, ...] = ()  # [scope] holdout: hidden from proposers
 
     def section(self, dotted: str) -> Section:
         """A subsystem's table (``"proposer.llm"``, ``"executor.ray"``) as a Section."""
@@ -302,7 +303,8 @@ class Target:
         return any(glob_match(path, g) for g in self.editable)
 
     def is_protected(self, path: str) -> bool:
-        return any(glob_match(path, g) for g in self.protected) or path == CONFIG_NAME
+        return any(glob_match(path, g) for g in (*self.protected, *self.holdout_files)) \
+            or path == CONFIG_NAME
 
 
 def glob_match(path: str, pattern: str) -> bool:
@@ -464,6 +466,8 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     if not editable:
         raise scope.error("editable", "must name at least one glob", 'e.g. ["src/**/*.py"]')
     protected = scope.strings("protected", ())
+    # files only the holdout reads: never in a proposer's checkout, and protected
+    holdout_files = scope.strings("holdout", ())
     for glob in (*editable, *protected):
         if glob.startswith("/") or ".." in Path(glob).parts:
             raise scope.error("editable" if glob in editable else "protected",
@@ -564,7 +568,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                   holdout_metric=holdout_metric, editable=editable, protected=protected,
                   params=params, run=run, decision=decision, env=env, limits=limits,
                   hooks=hooks, brief=brief, sections=subsystems, text=text,
-                  platforms=platforms)
+                  platforms=platforms, holdout_files=holdout_files)
 
 
 def _str_table(sec: Section, key: str) -> dict[str, str]:

@@ -108,6 +108,7 @@ class Keep:
 class Discard:
     reason: str
     decision: Decision | None = None
+    withheld: bool = False  # the reason holds held-out results: never shown to proposers
 
 
 @dataclass(frozen=True)
@@ -163,11 +164,12 @@ def decide_next(evidence: Evidence, rule: DecisionRule | None = None) -> Action:
                                    f"moved to {evidence.incumbent.commit[:12]}: measuring it "
                                    "again against the new one")
         good, why = guards_hold(cur.runs, evidence.guards)
+        held_out = False
         if good and evidence.holdout is not None:
             why = regression(cur.runs, evidence.holdout, holdout=True)
-            good = not why
+            good, held_out = not why, bool(why)
         if not good:
-            return Discard(f"the effect is real but {why}", decision)
+            return Discard(f"the effect is real but {why}", decision, withheld=held_out)
         return Keep(decision)
     if decision.verdict is Verdict.INVALID:
         return Invalid(decision.reason, decision=decision)

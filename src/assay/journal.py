@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from . import seal
 from .errors import JournalError
 from .model import (
     BlockKind,
@@ -123,9 +124,26 @@ MIGRATIONS: list[tuple[str, str]] = [
     """),
 ]
 
+MIGRATIONS.append(("0004_withheld_and_seals",
+                   "ALTER TABLE experiments ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;\n"
+                   + seal.migration_sql()))
+
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
 )
+
+
+def _statements(sql: str) -> Iterator[str]:
+    """The complete statements of a script (a trigger's body holds ';' of its own)."""
+    buf = ""
+    for piece in sql.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n;"):
+                yield buf
+            buf = ""
+    if buf.strip(" \n;"):
+        yield buf
 
 
 def _dumps(value: Any) -> str:
@@ -155,6 +173,7 @@ class Journal:
             conn = sqlite3.connect(str(p), timeout=30, check_same_thread=False,
                                    isolation_level=None)
         conn.row_factory = sqlite3.Row
+        seal.install(conn)
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             if not readonly:
@@ -175,6 +194,7 @@ class Journal:
             journal.close()
             cls.open(p).close()
             return cls.open(p, readonly=True)
+        journal.check_seals()
         return journal
 
     def outdated(self) -> bool:
@@ -189,6 +209,22 @@ class Journal:
     def memory(cls) -> Journal:
         """A journal held in memory (simulations, tests): the same schema, gone when closed."""
         return cls.open(":memory:")
+
+    def check_seals(self) -> None:
+        """Raise JournalError when a sealed row was changed outside assay (see seal.py)."""
+        try:
+            done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
+        except sqlite3.DatabaseError:
+            return  # a journal too old to have migrations (read-only open): nothing sealed
+        if "0004_withheld_and_seals" not in done:
+            return
+        problem = seal.verify(self.conn, self.path)
+        if problem:
+            self.conn.close()
+            raise JournalError(
+                f"{self.path}: the journal was changed outside assay: {problem}. Its "
+                "decisions cannot be trusted; restore the file from a backup, or move it "
+                "aside (with its -wal and -shm files) and start a new run")
 
     def close(self) -> None:
         self.conn.close()
@@ -224,9 +260,8 @@ class Journal:
             for name, sql in MIGRATIONS:
                 if name in done:
                     continue
-                for statement in sql.split(";"):
-                    if statement.strip():
-                        self.conn.execute(statement)
+                for statement in _statements(sql):
+                    self.conn.execute(statement)
                 self.conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
                 applied.append(name)
         return applied
@@ -323,7 +358,7 @@ class Journal:
         return exp
 
     def set_state(self, exp_id: str, state: ExperimentState, note: str | None = None,
-                  commit: str | None = None) -> None:
+                  commit: str | None = None, withheld: bool | None = None) -> None:
         with self.tx():
             cur = self.conn.execute("SELECT state FROM experiments WHERE id = ?", (exp_id,))
             row = cur.fetchone()
@@ -334,8 +369,10 @@ class Journal:
                                    f"refusing to move it to {state.value}")
             self.conn.execute(
                 "UPDATE experiments SET state = ?, updated_at = ?,"
-                " note = COALESCE(?, note), commit_sha = COALESCE(?, commit_sha) WHERE id = ?",
-                (state.value, time.time(), note, commit, exp_id))
+                " note = COALESCE(?, note), commit_sha = COALESCE(?, commit_sha),"
+                " withheld = COALESCE(?, withheld) WHERE id = ?",
+                (state.value, time.time(), note, commit,
+                 None if withheld is None else int(withheld), exp_id))
 
     def set_decision(self, exp_id: str, d: Decision) -> None:
         with self.tx():
@@ -723,7 +760,8 @@ def _experiment(r: sqlite3.Row) -> Experiment:
     dec = decision_from_dict(json.loads(r["decision"])) if r["decision"] else None
     return Experiment(id=r["id"], seq=r["seq"], state=ExperimentState(r["state"]), candidate=cand,
                       created_at=r["created_at"], updated_at=r["updated_at"], decision=dec,
-                      commit=r["commit_sha"], note=r["note"], digest=r["digest"])
+                      commit=r["commit_sha"], note=r["note"], digest=r["digest"],
+                      withheld=bool(r["withheld"]))
 
 
 def _run(r: sqlite3.Row) -> RunResult:

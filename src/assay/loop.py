@@ -67,6 +67,7 @@ from .model import (
     RunResult,
     RunStatus,
     as_pairs,
+    for_proposer,
 )
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
@@ -438,7 +439,8 @@ class Loop:
             state = ExperimentState.CRASHED if action.crashed else ExperimentState.INVALID
             return self._finish(exp, state, action.reason, decision)
         assert isinstance(action, Discard)
-        return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision)
+        return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision,
+                            withheld=action.withheld)
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
         self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid)
@@ -464,10 +466,10 @@ class Loop:
         return done
 
     def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
-                decision: Decision | None = None) -> Experiment:
+                decision: Decision | None = None, withheld: bool = False) -> Experiment:
         for b in self.journal.blocks(exp.id, states=(BlockState.QUEUED,)):
             self.journal.cancel_block(b.id, f"experiment {state.value}")
-        self.journal.set_state(exp.id, state, note=reason)
+        self.journal.set_state(exp.id, state, note=reason, withheld=withheld)
         done = self.journal.experiment(exp.id)
         assert done is not None
         self.emit(state.value, f"{exp.id} {state.value}: {reason}", done)
@@ -482,7 +484,7 @@ class Loop:
             status = "supported" if exp.state is ExperimentState.KEPT else "refuted"
             self.journal.set_hypothesis_status(exp.candidate.hypothesis_id, status)
         try:
-            self.proposer.tell(dataclasses.replace(exp, note=_for_proposer(exp.note)))
+            self.proposer.tell(for_proposer(exp))
         except Exception as exc:  # a proposer bug must not lose the result
             self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
 
@@ -787,11 +789,4 @@ def _summary(e: Experiment) -> ExperimentSummary:
         id=e.id, state=e.state.value, hypothesis=e.candidate.hypothesis,
         proposer=e.candidate.proposer, params=dict(e.candidate.params),
         effect=d.effect if d else None, lo=d.lo if d else None, hi=d.hi if d else None,
-        reason=_for_proposer(e.note or (d.reason if d else "")), diffstat=stat)
-
-
-def _for_proposer(note: str) -> str:
-    """A reason a proposer may read: holdout results (values, regressions) are withheld."""
-    if "holdout" in note.lower():
-        return "discarded by a held-out check (its results are withheld from proposers)"
-    return note
+        reason=for_proposer(e).note or (d.reason if d else ""), diffstat=stat)

@@ -17,7 +17,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 ParamValue = int | float | str | bool
@@ -242,6 +242,17 @@ class Experiment:
     commit: str | None = None  # the commit on the run branch when kept
     note: str = ""  # the reason for invalid/crashed
     digest: str = ""
+    # True when the note carries held-out results (a holdout regression): proposers, their
+    # MCP tools and their context never see the note then, only that it was withheld.
+    withheld: bool = False
+
+
+WITHHELD_NOTE = "discarded by a held-out check (its results are withheld from proposers)"
+
+
+def for_proposer(e: Experiment) -> Experiment:
+    """``e`` as a proposer may see it: a withheld note (held-out results) is replaced."""
+    return replace(e, note=WITHHELD_NOTE) if e.withheld else e
 
 
 @dataclass(frozen=True)

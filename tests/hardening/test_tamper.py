@@ -262,6 +262,25 @@ def test_holdout_never_reaches_a_proposer_and_gates_keeps(tmp_path: Path) -> Non
         details = exp.decision.details if exp.decision else {}
         assert not any("holdout" in k or "quality" in k for k in details)
         assert "regressed" not in exp.note and "quality" not in exp.note
+    # The journal flags them withheld (a field, not a word in the note) ...
+    from assay import config as config_mod
+    from assay.faces import mcp
+    from assay.journal import Journal
+
+    journal = Journal.open(repo.journal, readonly=True)
+    try:
+        flags = {e.candidate.hypothesis: e.withheld for e in journal.experiments()}
+    finally:
+        journal.close()
+    assert flags["shrink"] and flags["halve"] and not flags["barely shrink"], flags
+    # ... and no MCP tool a proposer can call returns a held-out value or regression.
+    target = config_mod.load(repo.root)
+    outputs = [mcp.log(target), mcp.best(target), mcp.status(target),
+               *(mcp.show(target, by[h]["id"]) for h in ("shrink", "halve", "barely shrink"))]
+    for out in outputs:
+        text = json.dumps(out, default=str)
+        assert "quality" not in text and "regressed" not in text, text
+    assert "withheld" in json.dumps(mcp.show(target, by["shrink"]["id"]))
     TAMPER_OUTCOMES.append(("keep a change that regresses the holdout", by["shrink"]["state"],
                             by["shrink"]["note"][:110]))
 

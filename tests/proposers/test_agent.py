@@ -87,22 +87,70 @@ def test_edits_become_a_candidate_with_new_files(tmp_path: Path) -> None:
     assert sh(target.root, "git", "status", "--porcelain") == ""
 
 
-def test_checkout_from_the_context_is_used(tmp_path: Path) -> None:
-    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, EDIT_AGENT)))
-    names: list[str] = []
+SPY_AGENT = r'''
+import os, pathlib, subprocess, sys
+root, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+seen = [f"cwd {os.getcwd()}"]
+def grab(path):
+    try:
+        seen.append(f"read {path}: {pathlib.Path(path).read_bytes()[:200]!r}")
+    except OSError as exc:
+        seen.append(f"denied {path}: {type(exc).__name__}")
+for p in ["holdout.py", "heldout/answers.txt", root / "holdout.py", root / "heldout/answers.txt",
+          root / ".assay/journal.sqlite", root / ".assay/logs/r1-a.holdout.out",
+          root / ".git/config"]:
+    grab(p)
+for p in root.rglob("*"):  # anything reachable in the target's folder
+    if p.is_file():
+        grab(p)
+common = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True,
+                        text=True).stdout.strip()
+seen.append(f"git {os.path.abspath(common)}")
+for pid in os.listdir("/proc"):  # other processes' folders lead back to the target
+    if pid.isdigit():
+        for link in ("cwd", "root"):
+            try:
+                grab(os.path.join(os.readlink(f"/proc/{pid}/{link}"), ".assay/journal.sqlite"))
+            except OSError:
+                pass
+out.write_text("\n".join(seen))
+app = pathlib.Path("src/app.py")
+app.write_text(app.read_text() + "\n# touched\n")
+'''
 
-    def checkout(name: str) -> Path:
-        names.append(name)
-        path = tmp_path / "trees" / name
-        if not path.exists():
-            sh(target.root, "git", "worktree", "add", "--detach", "-f", str(path), commit)
-        sh(path, "git", "checkout", "-q", "--force", "--detach", commit)
-        sh(path, "git", "clean", "-fdq")
-        return path
 
-    [cand] = AgentProposer.from_target(target).propose(
-        context_of(target, commit, checkout=checkout), 1)
-    assert rejection(cand) is None and names == ["agent-0"]
+def test_agent_cannot_read_the_holdout_or_the_journal(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    seen = tmp_path / "seen.txt"
+    cmd = f"{script(tmp_path, SPY_AGENT)} {root} {seen}"
+    cfg = config_text(agent=agent_cfg(cmd)).replace(
+        'protected = ["bench.py"]', 'protected = ["bench.py"]\nholdout = ["heldout/**"]').replace(
+        'bench = "python bench.py"', 'bench = "python bench.py"\nholdout = "python holdout.py"')
+    cfg += '\n[holdout_metric]\nname = "quality"\ndirection = "maximize"\n'
+    commit = make_repo(root, {"src/app.py": APP, "bench.py": BENCH,
+                              "holdout.py": "print('METRIC quality=SECRET-SCRIPT')\n",
+                              "heldout/answers.txt": "SECRET-ANSWERS\n"}, cfg)
+    (root / "heldout" / "extra.txt").write_text("SECRET-UNTRACKED\n")  # not in git at all
+    logs = root / ".assay" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "r1-a.holdout.out").write_text("METRIC quality=SECRET-LOG\n")
+    (root / ".assay" / "journal.sqlite").write_text("SECRET-JOURNAL")
+    target = target_of(root)
+    assert target.is_protected("heldout/answers.txt")
+
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+
+    observed = seen.read_text()
+    assert "SECRET" not in observed, observed
+    assert "SECRET" not in cand.patch and "SECRET" not in json.dumps(cand.meta)
+    cwd = Path(observed.splitlines()[0].removeprefix("cwd "))
+    assert root.resolve() not in cwd.resolve().parents  # outside the target and its .assay
+    git_dir = Path(next(ln for ln in observed.splitlines() if ln.startswith("git ")
+                        ).removeprefix("git "))
+    assert git_dir.resolve() == (cwd / ".git").resolve()  # its own repository, no link back
+    assert rejection(cand) is None and "# touched" in cand.patch
+    assert applies(root, cand.patch)
+    assert cand.meta["isolation"] == "private checkout, mount namespace"
 
 
 def test_hypothesis_and_usage_from_json_output(tmp_path: Path) -> None:
@@ -122,11 +170,25 @@ print(json.dumps({"type": "result", "result": "Done.\nHYPOTHESIS: tighter arithm
     assert cand.meta["cost_usd"] == pytest.approx(0.042) and cand.meta["priced"] is True
 
 
+def _marked(mark: str) -> list[int]:
+    """Live processes carrying ``HANG_MARK=<mark>`` (pids inside a PID namespace differ)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            env = (d / "environ").read_bytes() if d.name.isdigit() else b""
+        except OSError:
+            continue
+        if f"HANG_MARK={mark}".encode() in env.split(b"\0") and alive(int(d.name)):
+            out.append(int(d.name))
+    return out
+
+
 def test_hanging_agent_is_killed_with_its_whole_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
+    mark = os.urandom(8).hex()
     hang = tmp_path / "hang.sh"
-    hang.write_text(f"#!/bin/bash\nsleep 300 &\necho $! >> {pids}\necho $$ >> {pids}\n"
-                    "( sleep 300 ) &\necho $! >> " + str(pids) + "\nwait\n")
+    hang.write_text(f"#!/bin/bash\nexport HANG_MARK={mark}\nsleep 300 &\necho $! >> {pids}\n"
+                    f"echo $$ >> {pids}\n( sleep 300 ) &\necho $! >> " + str(pids) + "\nwait\n")
     hang.chmod(0o755)
     target, commit = repo(tmp_path, agent_cfg(f"bash {hang}", "timeout_s = 1\n"))
     start = time.monotonic()
@@ -135,12 +197,11 @@ def test_hanging_agent_is_killed_with_its_whole_group(tmp_path: Path) -> None:
     reason = rejection(cand)
     assert reason is not None and reason.startswith("timeout")
     assert cand.meta["timed_out"] is True
-    ids = [int(x) for x in pids.read_text().split()]
-    assert len(ids) == 3
-    deadline = time.monotonic() + 5
-    while any(alive(p) for p in ids) and time.monotonic() < deadline:
+    assert len(pids.read_text().split()) == 3  # all three had started
+    deadline = time.monotonic() + 30
+    while _marked(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in ids if alive(p)], "orphan processes survived the timeout"
+    assert not _marked(mark), "orphan processes survived the timeout"
 
 
 def test_protected_file_edit_is_rejected_with_the_reason(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from ..errors import AssayError
 from ..export import experiment_dict
 from ..journal import Journal
 from ..loop import Loop
-from ..model import Candidate, Experiment, ExperimentState, ParamValue
+from ..model import Candidate, Experiment, ExperimentState, ParamValue, for_proposer
 from ..proposers.base import ProposalContext, Proposer
 from .data import lock_state, open_readonly, status_data
 
@@ -67,6 +67,7 @@ def _read(target: Target) -> Journal:
 
 
 def _brief(journal: Journal, e: Experiment) -> dict[str, Any]:
+    e = for_proposer(e)  # every tool here may be called by a proposer: held-out notes withheld
     d = e.decision
     return {"id": e.id, "state": e.state.value, "hypothesis": e.candidate.hypothesis,
             "proposer": e.candidate.proposer, "params": dict(e.candidate.params),
@@ -120,7 +121,7 @@ def show(target: Target, experiment_id: str) -> dict[str, Any]:
         exp = journal.experiment(experiment_id)
         if exp is None:
             raise AssayError(f"no experiment {experiment_id!r} in the journal")
-        out = experiment_dict(journal, exp)
+        out = experiment_dict(journal, for_proposer(exp))
         out["runs"] = [{"run": r.run_id, "role": r.role.value, "status": r.status.value,
                         "metrics": dict(r.metrics), "slot": r.slot, "wall_s": r.wall_s,
                         "reason": r.reason} for r in journal.runs(experiment_id)]

@@ -28,13 +28,16 @@ brief), ``{brief_name}`` (its name relative to the worktree), ``{brief}`` (its t
 ``{hypothesis_file}``, ``{worktree}``, ``{files}`` (the editable files, space-separated),
 ``{model}``. Other braces (``${HOME}``) are left alone.
 
-One run: a clean worktree from ``context.checkout("agent-<i>")`` (or a private
-``git worktree`` when the context has no checkout), the brief written to
-``.assay-brief.md`` in it, the command run in its own process group with a scrubbed
+One run: a private checkout of the incumbent in the system's temporary folder, outside the
+target and its ``.assay`` (a fresh repository with no link back, the holdout files left out;
+see :mod:`assay.proposers.sandbox`), the brief written to ``.assay-brief.md`` in it; where
+the machine allows a mount namespace, the target's folder (journal and logs included) is
+hidden from the agent's processes and ``/proc`` shows only theirs (``meta["isolation"]``
+says which applied); the command run in its own process group with a scrubbed
 environment (``[env] allow`` and ``set``, plus the names in ``env``), killed as a group at
 ``timeout_s``; then the brief, the hypothesis file and the ``ignore`` globs are removed,
-untracked files are marked with ``git add --intent-to-add`` and the candidate is
-``git diff <incumbent commit>`` (commits the agent made are included).
+untracked files are marked with ``git add --intent-to-add`` and the candidate is the
+``git diff`` against the checkout's first commit (commits the agent made are included).
 
 The hypothesis: the first line of ``.assay-hypothesis.txt`` if the agent wrote it, else the
 last ``HYPOTHESIS: ...`` line of its output, else a note naming the files changed.
@@ -68,11 +71,12 @@ from typing import Any
 from ..config import Target, glob_match
 from ..errors import ProposerError
 from ..model import Candidate
+from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
 from ..process import run as run_process
-from ..process import scrubbed_env
 from .base import ProposalContext, Proposer
 from .context import build_context, incumbent_files
 from .edits import DIFF_ARGS, git, path_problem, rejected
+from .sandbox import hidden_paths, private_checkout
 
 BRIEF_NAME = ".assay-brief.md"
 HYPOTHESIS_NAME = ".assay-hypothesis.txt"
@@ -115,6 +119,7 @@ class AgentRun:
     stdout: str
     stderr: str
     usage: Mapping[str, Any]
+    isolation: str = ""
 
 
 class AgentProposer(Proposer):
@@ -230,6 +235,7 @@ class AgentProposer(Proposer):
                 "tokens_out": int(result.usage.get("tokens_out", 0)),
                 "cost_usd": float(result.usage.get("cost_usd", 0.0)),
                 "priced": "cost_usd" in result.usage,
+                "isolation": result.isolation,
             }
             hyp = result.hypothesis
             if result.timed_out:
@@ -265,25 +271,23 @@ class AgentProposer(Proposer):
             note = ("a previous attempt made exactly the same change as an experiment already "
                     "tried (see the journal); make a different change.")
 
-    def _checkout(self, context: ProposalContext, name: str) -> tuple[Path, Callable[[], None]]:
-        """A clean worktree at the incumbent and the function that disposes of it."""
-        if context.checkout is not None:
-            with self._lock:
-                path = context.checkout(name)
-            return path, lambda: None
+    def _checkout(self, context: ProposalContext) -> tuple[Path, str, Callable[[], None]]:
+        """A private checkout of the incumbent (see sandbox.py), its base commit, a disposer."""
         tmp = Path(tempfile.mkdtemp(prefix="assay-agent-"))
         tree = tmp / "tree"
-        with self._lock:
-            git(self.target.root, "worktree", "add", "--detach", "-f", str(tree),
-                context.incumbent.commit)
-
-        def dispose() -> None:
-            with self._lock:
-                git(self.target.root, "worktree", "remove", "--force", str(tree), check=False)
-                git(self.target.root, "worktree", "prune", check=False)
+        try:
+            base = private_checkout(self.target, context.incumbent.commit, tree)
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return tree, base, lambda: shutil.rmtree(tmp, ignore_errors=True)
 
-        return tree, dispose
+    def _hidden(self, tree: Path) -> tuple[list[Path], str]:
+        """The paths to hide from the agent's processes, and how the agent is isolated."""
+        ok, _why = mount_isolation_available()
+        if not ok:
+            return [], "private checkout"
+        return hidden_paths(self.target, tree), "private checkout, mount namespace"
 
     def _env(self) -> dict[str, str]:
         src = os.environ if self._environ is None else self._environ
@@ -291,7 +295,7 @@ class AgentProposer(Proposer):
         return scrubbed_env(self.target.env, extra, base=src)
 
     def _run_once(self, context: ProposalContext, name: str, note: str) -> AgentRun:
-        tree, dispose = self._checkout(context, name)
+        tree, base, dispose = self._checkout(context)
         try:
             brief = self.brief_text(context, note)
             self.last_brief = brief
@@ -305,12 +309,14 @@ class AgentProposer(Proposer):
                       "hypothesis_file": str(hyp_file), "worktree": str(tree),
                       "files": "\0".join(files), "model": self.model}
             cmd = render_command(self.command, values)
+            hide, isolation = self._hidden(tree)
             with tempfile.TemporaryDirectory(prefix="assay-agent-log-") as logs:
                 try:
                     proc = run_process(cmd, cwd=tree, env=self._env(),
                                        timeout_s=self.timeout_s,
                                        stdout_path=Path(logs) / "stdout",
-                                       stderr_path=Path(logs) / "stderr")
+                                       stderr_path=Path(logs) / "stderr", hide=hide,
+                                       registry=self.target.state_dir / PROCS_DIR)
                 except Exception as exc:
                     raise ProposerError(f"cannot run the agent command {cmd[:200]!r}: {exc}"
                                         ) from exc
@@ -319,11 +325,11 @@ class AgentProposer(Proposer):
                                     f"{proc.stderr.strip()[-300:]}")
             usage = _usage(proc.stdout)
             hypothesis = _hypothesis(hyp_file, usage.get("text", proc.stdout))
-            patch, paths = self._diff(tree, context.incumbent.commit)
+            patch, paths = self._diff(tree, base)
             return AgentRun(patch=patch, paths=paths, hypothesis=hypothesis,
                             exit_code=proc.exit_code, timed_out=proc.timed_out,
                             wall_s=proc.wall_s, stdout=proc.stdout, stderr=proc.stderr,
-                            usage=usage)
+                            usage=usage, isolation=isolation)
         finally:
             dispose()
 
