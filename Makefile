@@ -10,13 +10,14 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# the demo installs what `assay report` and `assay serve` need to show its journal
 $(VENV)/.demo: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[faces]"
 	touch $@
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[llm,research,faces,ray,sky,gpt,dev]"
+	$(BIN)/pip install -q -e ".[llm,research,faces,ray,sky,gpt,gp,dev]"
 	touch $@
 
 demo: $(VENV)/.demo

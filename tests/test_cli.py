@@ -26,3 +26,81 @@ def test_an_error_naming_a_long_path_is_never_wrapped(tmp_path: Path) -> None:
     assert len(lines) == 1, r.stderr
     assert str(missing / "assay.toml") in lines[0]  # the whole path on one line
     assert "no such file" in lines[0]
+
+
+# Runs the CLI with some modules made unimportable, as on an install without an extra.
+BLOCKED_CLI = """
+import sys
+blocked = set(sys.argv[1].split(","))
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name in blocked or name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+from assay.cli import main
+sys.argv = ["assay", *sys.argv[2:]]
+main()
+"""
+
+
+def blocked_cli(blocked: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "60"}
+    return subprocess.run([sys.executable, "-c", BLOCKED_CLI, blocked, *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_every_command_is_registered() -> None:
+    r = cli("--help", columns=200)
+    assert r.returncode == 0, r.stderr
+    for name in ("init", "run", "status", "log", "show", "export", "research", "finalize",
+                 "report", "serve", "mcp", "stop"):
+        assert f" {name} " in r.stdout, (name, r.stdout)
+
+
+def test_a_command_that_fails_to_load_says_so_and_shows_its_traceback_under_debug() -> None:
+    r = blocked_cli("assay.research.command", "research", "-C", ".")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the `research` command could not be loaded" in r.stderr
+    assert "No module named 'assay.research.command'" in r.stderr
+    assert "assay --debug research" in r.stderr and "Traceback" not in r.stderr
+    d = blocked_cli("assay.research.command", "--debug", "research")
+    assert d.returncode == 2 and "Traceback (most recent call last)" in d.stderr, d.stderr
+    assert "could not be loaded" in d.stderr
+    listed = blocked_cli("assay.research.command", "--help")
+    assert listed.returncode == 0 and "could not be loaded" in listed.stdout  # still listed
+
+
+def _tiny(tmp_path: Path, extra: str) -> Path:
+    from .conftest import CONFIG, make_repo
+
+    config = CONFIG.format(python=sys.executable, slots=1, budget=2, pairs=2, extra=extra)
+    return make_repo(tmp_path / "repo", {"bench.py": "print('METRIC speed=1')\n",
+                                         "work.py": "WORK = 1000\nMEM_KB = 1\n",
+                                         "assay.toml": config})
+
+
+def test_sampler_gp_without_torch_names_the_extra_before_any_trial(tmp_path: Path) -> None:
+    root = _tiny(tmp_path, '[proposer.sweep]\nsampler = "gp"\n')
+    r = blocked_cli("torch", "run", "-C", str(root))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "pip install 'assay[gp]'" in r.stderr and 'sampler = "gp"' in r.stderr
+    assert "Traceback" not in r.stderr
+    journal = root / ".assay" / "journal.sqlite"
+    if journal.exists():  # opened at the session's start, but no experiment was run
+        import sqlite3
+
+        con = sqlite3.connect(journal)
+        try:
+            assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        finally:
+            con.close()
+
+
+def test_report_serve_and_mcp_without_their_extra_say_what_to_install(tmp_path: Path) -> None:
+    root = _tiny(tmp_path, "")
+    for cmd, blocked in (("report", "plotly"), ("serve", "plotly"), ("mcp", "mcp")):
+        r = blocked_cli(blocked, cmd, "-C", str(root))
+        assert r.returncode == 2, (cmd, r.stdout + r.stderr)
+        assert "pip install 'assay[faces]'" in r.stderr, (cmd, r.stderr)
+        assert "Traceback" not in r.stderr

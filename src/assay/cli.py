@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,17 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+DEBUG = {"on": False}  # --debug: a command that failed to load shows its traceback
+
+
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print assay's version and exit.")) -> None:
+                                       help="Print assay's version and exit."),
+          debug: bool = typer.Option(False, "--debug",
+                                     help="Show tracebacks of commands that fail to load.")
+          ) -> None:
     """assay: measure every change, keep only what is real."""
+    DEBUG["on"] = debug
 
 
 def _fail(exc: AssayError) -> None:
@@ -222,25 +230,49 @@ def export(fmt: str = typer.Argument("tsv", help="tsv (results.tsv), jsonl or cs
         console.print(f"wrote {out}")
 
 
+def _unloadable(name: str, exc: BaseException) -> None:
+    """Register ``name`` as a command that says why it could not be loaded (exit 2)."""
+    trace = "".join(traceback.format_exception(exc))
+
+    def broken(ctx: typer.Context) -> None:
+        if DEBUG["on"]:
+            err.print(trace, markup=False, highlight=False)
+        err.print(f"[bold red]error:[/] the `{name}` command could not be loaded: "
+                  f"{escape(type(exc).__name__ + ': ' + str(exc))}. "
+                  + ("" if DEBUG["on"] else f"Run `assay --debug {name}` for the traceback; ")
+                  + "reinstall assay (pip install -e .) if a file is missing.",
+                  highlight=False)
+        raise typer.Exit(2)
+
+    app.command(name, help=f"(could not be loaded: {type(exc).__name__})",
+                context_settings={"allow_extra_args": True,
+                                  "ignore_unknown_options": True})(broken)
+
+
 def _register_optional() -> None:
-    """Verbs that live in their own subsystems."""
+    """Verbs that live in their own subsystems: every one is registered, loaded or not."""
     try:
         from .research.command import research_command
-    except ImportError:
-        pass
+    except Exception as exc:  # a bug in the subsystem must not read as "No such command"
+        _unloadable("research", exc)
     else:
         app.command("research")(research_command)
-    from .finalize.command import finalize_command
-
-    app.command("finalize")(finalize_command)
+    try:
+        from .finalize.command import finalize_command
+    except Exception as exc:
+        _unloadable("finalize", exc)
+    else:
+        app.command("finalize")(finalize_command)
     try:
         from .faces.commands import register
-    except ImportError:
-        pass
+    except Exception as exc:
+        for name in FACES_COMMANDS:
+            _unloadable(name, exc)
     else:
         register(app)
 
 
+FACES_COMMANDS = ("report", "serve", "mcp", "stop")
 _register_optional()
 
 

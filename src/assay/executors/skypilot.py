@@ -405,13 +405,10 @@ class LocalLauncher(Launcher):
 
 def kill_process_tree(pid: int) -> None:
     """SIGKILL a process group and every descendant (Ray workers start their own groups)."""
+    psutil: Any = require("psutil", "sky", "The SkyPilot executor")
     children: list[int] = []
-    try:
-        import psutil
-
+    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):  # already gone
         children = [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except Exception:  # psutil missing or the process is gone
-        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     for child in children:

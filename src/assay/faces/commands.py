@@ -22,9 +22,11 @@ def report(root: Path = ROOT, config: str | None = CONFIG,
     """Write one self-contained HTML report (opens with no network)."""
     from .. import api
     from ..errors import AssayError
+    from ..extras import need
     from . import report as report_mod
 
     try:
+        need("plotly", "faces", "`assay report` (its charts inline plotly.js)")
         target = api.load(root, config)
         path = report_mod.write(target, out)
     except AssayError as exc:
@@ -41,9 +43,11 @@ def serve(root: Path = ROOT, config: str | None = CONFIG,
     """Serve the report's pages live while a run writes the journal (read-only)."""
     from .. import api
     from ..errors import AssayError
+    from ..extras import need
     from . import serve as serve_mod
 
     try:
+        need("plotly", "faces", "`assay serve` (its pages chart with plotly.js)")
         target = api.load(root, config)
     except AssayError as exc:
         _fail(str(exc))
@@ -62,9 +66,11 @@ def mcp(root: Path = ROOT, config: str | None = CONFIG) -> None:
     """Run the MCP server on stdio (tools: run_experiment, status, log, best, show,
     add_hypothesis, stop)."""
     from ..errors import AssayError
+    from ..extras import need
     from . import mcp as mcp_mod
 
     try:
+        need("mcp", "faces", "`assay mcp` (the MCP server)")
         server = mcp_mod.build_server(root, config)
     except AssayError as exc:
         _fail(str(exc))

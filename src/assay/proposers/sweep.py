@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import ParamSpec, Target
 from ..errors import ProposerError
+from ..extras import need
 from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
 from ..registry import SAMPLERS
 from .base import ProposalContext, Proposer
@@ -80,6 +81,8 @@ class SweepProposer(Proposer):
         sampler = sec.choice("sampler", SAMPLERS.names, "tpe")
         n_startup = sec.number("n_startup", 6, low=1, integer=True)
         sec.reject_unknown()
+        if sampler == "gp":  # checked here, before the first trial, not at trial n_startup
+            need("torch", "gp", '[proposer.sweep] sampler = "gp" (Optuna\'s GPSampler)')
         return cls(target.params, target.metric.direction, sampler, target.run.seed, n_startup)
 
     def replay(self, experiments: Sequence[Experiment]) -> None:
