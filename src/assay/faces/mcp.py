@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -91,6 +92,9 @@ def status(target: Target) -> dict[str, Any]:
 
 
 def log(target: Target, last: int = 20, state: str | None = None) -> list[dict[str, Any]]:
+    valid = [s.value for s in ExperimentState]
+    if state and state not in valid:
+        raise AssayError(f"log: unknown state {state!r}; valid: {', '.join(valid)}")
     journal = _read(target)
     try:
         exps = journal.experiments([ExperimentState(state)] if state else None)
@@ -134,6 +138,12 @@ def add_hypothesis(target: Target, text: str, sources: Sequence[str] = (),
                    source_kind: str = "person", score: float = 0.0) -> dict[str, Any]:
     if not text.strip():
         raise AssayError("the hypothesis text is empty")
+    if source_kind not in SOURCE_KINDS:
+        raise AssayError(f"add_hypothesis: unknown source_kind {source_kind!r}; valid: "
+                         f"{', '.join(SOURCE_KINDS)}")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) \
+            or not math.isfinite(score):
+        raise AssayError(f"add_hypothesis: score must be a finite number, not {score!r}")
     journal = api.open_journal(target)
     try:
         hid = journal.add_hypothesis(text, list(sources), source_kind, score)
