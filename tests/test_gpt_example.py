@@ -4,6 +4,7 @@ corpus loaders, fast-fail, and the knobs that assay.toml declares."""
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import re
@@ -259,3 +260,14 @@ def test_config_params_are_single_assignments() -> None:
 def test_flops_formula(prep: Any) -> None:
     # 6·N plus causal attention 6·L·T·d
     assert prep.flops_per_token(1000, 2, 16, 8) == 6 * 1000 + 6 * 2 * 16 * 8
+
+
+def test_fingerprint_names_torch_and_the_corpus(tiny_cache: Path) -> None:
+    proc = subprocess.run([sys.executable, "prepare.py", "--fingerprint"], cwd=EXAMPLE,
+                          env=_env(tiny_cache), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert lines["torch"] == torch.__version__
+    meta = json.loads((tiny_cache / "tiny" / "meta.json").read_text())
+    assert lines["corpus_sha256"] == meta["corpus_sha256"]

@@ -585,14 +585,33 @@ def print_summary(values: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def print_fingerprint(p: Preset) -> None:
+    """torch, its CUDA and cuDNN, the GPU it sees, and the prepared corpus's hash."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    meta_path = cache_dir(p) / "meta.json"
+    corpus = json.loads(meta_path.read_text())["corpus_sha256"] if meta_path.exists() else ""
+    for key, value in (("torch", torch.__version__), ("torch_cuda", torch.version.cuda or ""),
+                       ("cudnn", torch.backends.cudnn.version() if cuda else ""),
+                       ("gpu", torch.cuda.get_device_name(0) if cuda else ""),
+                       ("corpus_sha256", corpus or "not prepared yet")):
+        print(f"{key}: {value}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default=None, choices=sorted(PRESETS))
     ap.add_argument("--source", action="append", default=None,
                     help="builtin (default), text:PATH or parquet:PATH[@column]; repeatable")
     ap.add_argument("--force", action="store_true", help="rebuild even if prepared")
+    ap.add_argument("--fingerprint", action="store_true",
+                    help="print the software and corpus a run depends on, as key: value lines")
     args = ap.parse_args(argv)
     p = preset(args.preset)
+    if args.fingerprint:
+        print_fingerprint(p)
+        return
     build(args.source or ["builtin"], p, cache_dir(p), force=args.force)
 
 

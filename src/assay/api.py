@@ -118,8 +118,14 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
                                 f"{', '.join(map(str, reaped))}")
         from . import fingerprint
 
+        extra = {}
+        if target.env.fingerprint:
+            from .process import scrubbed_env
+
+            extra = fingerprint.extra_from_command(target.env.fingerprint, target.root,
+                                                   scrubbed_env(target.env))
         fingerprint.record(journal, loop.session_id,
-                           fingerprint.take(ws.head(), target.config_path))
+                           fingerprint.take(ws.head(), target.config_path, extra))
         locks = ws.clear_stale_locks() if lock else []
         if locks:
             loop.emit("resume", f"removed {len(locks)} git lock file(s) left by a dead run")

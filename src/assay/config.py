@@ -251,6 +251,9 @@ class EnvSpec:
     allow: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER",
                               "PYTHONPATH", "VIRTUAL_ENV", "TERM")
     set: Mapping[str, str] = field(default_factory=dict)
+    # a command run once per session in the target's root; its `key: value` lines are added
+    # to the session's environment fingerprint (cuDNN, the framework's CUDA, a corpus hash)
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -536,7 +539,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
 
     esec = top.table("env")
     env = EnvSpec(allow=esec.strings("allow", EnvSpec().allow),
-                  set=_str_table(esec, "set"))
+                  set=_str_table(esec, "set"), fingerprint=esec.get("fingerprint", str, ""))
     esec.reject_unknown()
     lsec = top.table("limits")
     limits = LimitSpec(memory_mb=lsec.number("memory_mb", None, low=1, integer=True),

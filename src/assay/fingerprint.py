@@ -237,3 +237,24 @@ def at(journal: Journal, when: float | None = None) -> Fingerprint | None:
         return found[-1][1]
     before = [fp for _, fp in found if fp.taken_at <= when]
     return before[-1] if before else found[0][1]
+
+
+def extra_from_command(cmd: str, cwd: Path, env: Mapping[str, str],
+                       timeout_s: float = 120.0) -> dict[str, str]:
+    """The ``key: value`` lines a target's ``[env] fingerprint`` command prints (what only
+    the target's own interpreter knows: cuDNN, the framework's CUDA, a corpus hash). A
+    command that fails or times out gives ``fingerprint_error`` instead of values."""
+    try:
+        proc = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=dict(env), capture_output=True,
+                              text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"fingerprint_error": f"{cmd!r}: {exc}"}
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        return {"fingerprint_error": f"{cmd!r} exited {proc.returncode}: {tail[0][:200]}"}
+    out: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and re.fullmatch(r"[A-Za-z_][\w.-]*", key.strip()):
+            out[key.strip()] = value.strip()
+    return out
