@@ -12,7 +12,7 @@ ten hypotheses with the entry it matches, then precision of the top ten, recall 
 list, and the rank of the hot spot, and ends with one line: PASS when precision >= 90%,
 recall >= 90% and the hot spot is in the top three.
 
-    python benchmarks/research_quality.py [--cache DIR] [--op SOFT_MAX] [--no-profile]
+    python benchmarks/research_quality.py [--cache DIR] [--op SOFT_MAX] [--fork DIR]
 """
 
 from __future__ import annotations
@@ -84,15 +84,17 @@ def build(root: Path, cache: Path) -> Path | None:
     return exe if exe.exists() else None
 
 
-def write_target(root: Path, exe: Path | None, op: str) -> None:
+def write_target(root: Path, exe: Path | None, op: str, params: str, fork: Path | None,
+                 top: int) -> None:
     """assay.toml and bench.sh in the extracted sdist: the CPU backend is the target."""
-    cmd = f'"{exe}" perf -b CPU -o {op}' if exe else "false"
+    cmd = f"\"{exe}\" perf -b CPU -o {op} -p '{params}'" if exe else "false"
     (root / "bench.sh").write_text(f"""#!/bin/sh
 # the CPU backend's own per-op benchmark; the metric is the summed time per run
 {cmd} | awk '/us\\/run/ {{ for (i = 1; i <= NF; i++) if ($i == "us/run") t += $(i-1) }}
   {{ print }} END {{ printf "METRIC us_per_run=%.3f\\n", t }}'
 """, encoding="utf-8")
     backends = ", ".join(f'"{GGML}/ggml-{b}"' for b in ("cuda", "metal", "vulkan"))
+    repos = f'"{fork}#ggml/src/ggml.c"' if fork else ""
     (root / "assay.toml").write_text(f"""[metric]
 name = "us_per_run"
 direction = "minimize"
@@ -106,9 +108,10 @@ editable = ["{GGML}/ggml-cpu/**"]
 [research]
 focus = ["{GGML}/ggml-cpu"]
 backends = [{backends}]
+repos = [{repos}]
 offline = true
 profiler = "perf"
-top = 20
+top = {top}
 """, encoding="utf-8")
 
 
@@ -124,14 +127,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "assay-targets")
     ap.add_argument("--op", default="SOFT_MAX")
+    ap.add_argument("--params", default=r"ne=\[65536,(1|4),1,1\]",
+                    help="which cases of the op (test-backend-ops -p regex)")
+    ap.add_argument("--fork", type=Path, default=None,
+                    help="a checkout of a performance fork of llama.cpp (ik_llama.cpp): its "
+                    "ggml/src/ggml.c is diffed against the hot functions")
+    ap.add_argument("--top", type=int, default=40, help="hypotheses research keeps")
     ap.add_argument("--no-profile", action="store_true")
     args = ap.parse_args()
     truth = tomllib.loads(TRUTH.read_text(encoding="utf-8"))
-    entries: list[dict[str, object]] = list(truth["entry"])
+    entries: list[dict[str, object]] = [e for e in truth["entry"]
+                                        if args.fork or not e.get("fork")]
     t0 = time.monotonic()
     root = sdist(args.cache)
     exe = None if args.no_profile else build(root, args.cache)
-    write_target(root, exe, args.op)
+    write_target(root, exe, args.op, args.params, args.fork, args.top)
     target = load(root)
     journal = Journal.open(target.state_dir / "journal.sqlite")
     try:
@@ -164,6 +174,15 @@ def main() -> int:
     for e in entries:
         if e not in found:
             print(f"missed: {e['kind']} {e['key']} ({e['why']})")
+    for d in result.diffs:
+        if d.changed:
+            print(f"\nfork diff of a hot function: {d.function}, {d.other} {d.theirs} vs "
+                  f"{d.mine} ({d.matched_by}; {'; '.join(d.summary)})")
+            print("\n".join(d.diff.splitlines()[:24]))
+    diff_hyps = [h for h in hyps if h.source_kind == "diff"]
+    for h in diff_hyps[:1]:
+        print(f"\nfork-diff hypothesis (rank {hyps.index(h) + 1}, H{h.id}): {h.text}")
+    print()
     hot = next((e for e in entries if e["kind"] == "profile"), None)
     rank = next((n for n, h in enumerate(hyps, 1) if hot is not None and matches(h, hot)),
                 None)

@@ -193,6 +193,13 @@ def _gap_hypotheses(ev: Findings, path: Sequence[HotFunction], memory_bound: boo
             if gkind == "fusion" else (key,)
         funcs = touched(ops, path)
         hotness = _share(funcs)
+        absent: list[str] = []
+        if gkind == "fusion" and funcs:
+            # a fused kernel replaces the sequence only where the sequence runs: parts the
+            # profile never shows scale down what it could touch
+            steps = [p for p in key.split("+") if p not in ("unary", "glu")] or [key]
+            absent = [p for p in dict.fromkeys(steps) if not touched((p,), path)]
+            hotness *= 1 - len(absent) / len(set(steps))
         consensus = min(0.18, 0.06 * (len(members) - 1))
         why = [f"{len(members)} implementation{'s' if len(members) > 1 else ''} "
                "ship it"]
@@ -219,8 +226,11 @@ def _gap_hypotheses(ev: Findings, path: Sequence[HotFunction], memory_bound: boo
             prior = 0.3 + consensus
             text = f"Port '{key}' from {_and(havers)}: {mine} has no counterpart."
             category = ""
-        if hotness >= HOT:
-            text += f" A hot function of {mine} does this op ({hotness:.0%} of samples)."
+        if funcs:
+            text += (f" A hot function of {mine} does this op "
+                     f"({_share(funcs):.0%} of samples).")
+        if absent:
+            why.append(f"its other ops ({', '.join(absent)}) do not appear in the profile")
         files = sorted({c.rsplit(":", 1)[0] for c in cites})
         out.append(ResearchHypothesis(
             text, tuple(dict.fromkeys(cites)), src_kind, 0.0,

@@ -22,7 +22,8 @@ from .gaps import Evidence, Side, normalize
 from .profile import ProfileResult
 
 MAX_BODY_LINES = 400
-MIN_SIMILARITY = 0.75
+MIN_SIMILARITY = 0.75  # of names, for a match not by the same name
+MIN_BODY_SIMILARITY = 0.4  # of bodies, for such a match to count
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _KEYWORDS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "defined",
                        "static_cast", "reinterpret_cast", "const_cast", "assert",
@@ -260,6 +261,8 @@ def hot_function_diffs(prof: ProfileResult, mine: Side, others: Sequence[Side],
             text, added, removed = diff_bodies(mine_body, ev.cite, ev.line, theirs,
                                                oev.cite, oev.line)
             ratio = difflib.SequenceMatcher(None, mine_body, theirs).ratio()
+            if how != "name" and ratio < MIN_BODY_SIMILARITY:
+                continue  # a similar name, but not the same function
             out.append(FunctionDiff(name, other.label, ev.cite, oev.cite, how, ratio,
                                     added, removed, text, summarize(mine_body, theirs),
                                     h.share, substantive=substantive(mine_body, theirs)))

@@ -296,6 +296,31 @@ def fusion_parts(ops: Sequence[str], kinds: Sequence[str] = ()) -> tuple[str, ..
     return tuple(out)
 
 
+def top_blocks(code: str) -> list[tuple[int, int, str]]:
+    """(start, end, function name) of each top-level brace block ('' for no function)."""
+    out: list[tuple[int, int, str]] = []
+    depth = 0
+    start = 0
+    header_from = 0
+    for i, ch in enumerate(code):
+        if ch == "{":
+            if depth == 0:
+                start = i
+                header = re.sub(r"(?m)^\s*#.*$", "", code[header_from:i])
+                names = [n for n in re.findall(r"([A-Za-z_]\w*)\s*\(", header)
+                         if n not in ("__attribute__", "__declspec", "alignas")]
+                name = names[0] if names else ""
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1, name))
+                header_from = i + 1
+        elif ch == ";" and depth == 0:
+            header_from = i + 1
+    return out
+
+
 def _callee(code: str, pos: int) -> str:
     """The name of the call whose argument list holds ``pos`` ('' when none)."""
     depth = 0
@@ -337,6 +362,7 @@ def fusion_lists(code: str, prefix_re: re.Pattern[str] | None,
                  ) -> list[tuple[tuple[str, ...], str, int]]:
     """(parts, the list as written, line) for each fused op list in a file's code."""
     out: list[tuple[tuple[str, ...], str, int]] = []
+    blocks: list[tuple[int, int, str]] | None = None
     for m in _BRACES.finditer(code):
         inner = m[1]
         if not _IDENT_LIST.match(inner):
@@ -353,12 +379,14 @@ def fusion_lists(code: str, prefix_re: re.Pattern[str] | None,
         callee = _callee(code, m.start())
         if callee in _APPENDERS:
             continue  # a piece of a list built elsewhere
+        if blocks is None:
+            blocks = top_blocks(code)
         var = re.search(r"([A-Za-z_]\w*)\s*(\[\s*\d*\s*\])?\s*=?\s*$", before)
         fused = "fus" in callee.lower() or (var is not None and (
             "fus" in var[1].lower() or var[1] in fuse_args))
         if not fused:
-            owner = max((d for d in defs if d[1] <= line), key=lambda d: d[1], default=None)
-            fused = file_fuses or (owner is not None and "fus" in owner[0].lower())
+            owner = next((name for a, b, name in blocks if a <= m.start() < b), "")
+            fused = file_fuses or "fus" in owner.lower()
         if not fused:
             continue
         kinds: list[str] = []
@@ -386,6 +414,8 @@ def _ops_in(line: str, prefix_re: re.Pattern[str] | None
         op = m[2]
         if op.endswith("COUNT") or op in ("NONE", "TYPE") or m[1] == "OP_":
             continue
+        if line[m.end():].lstrip().startswith("["):
+            continue  # an array named like an op (GGML_OP_NAME[op]), not an enum member
         yield m[0], m[1], _op_name(op)
     if prefix_re is not None:
         for m in prefix_re.finditer(line):

@@ -382,8 +382,11 @@ def _run_perf(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float,
             res.notes.append(f"perf could not record ({_tail(log)})")
             return res
         report = _run([perf, "report", "-i", str(data), "--stdio", "--no-children",
-                       "--sort", "dso,sym", "-q", "--percent-limit", "0.5"],
+                       "--sort", "dso,sym", "--percent-limit", "0.5"],
                       root, env, 120.0)[1]
+    counted = re.search(r"^# Samples: (\d+)([KM]?)", report, re.M)
+    if counted:
+        res.samples = int(counted[1]) * {"": 1, "K": 1000, "M": 1000000}[counted[2]]
     pat = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+\[(?:k|(\.))\]\s+(.+?)\s*$")
     for line in report.splitlines():
         m = pat.match(line)

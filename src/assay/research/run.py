@@ -68,14 +68,13 @@ def run_research(target: Target, journal: ResearchJournal | None, *,
     if prof is not None and prof.profiler == "perf" and prof.hotspots:
         locate_symbols(prof, mine)
     the_roof = roof(cfg.device, cfg.precision, cfg.peak_flops, cfg.bandwidth,
-                    measure=cfg.measure if measure is None else measure,
-                    cache_dir=run.state / "research")
+                    measure=cfg.measure if measure is None else measure)
     work = workload(cfg.flops, cfg.bytes, cfg.model)
     placement = place(work, the_roof, metric_value,
                       rate=target.metric.direction is Direction.MAXIMIZE,
                       measured_under=prof.profiler if prof is not None else "")
-    gap_reports, others = _gaps(run, sources)
-    diffs = hot_function_diffs(prof, mine, others) if prof is not None else []
+    gap_reports, forks = _gaps(run, sources)
+    diffs = hot_function_diffs(prof, mine, forks) if prof is not None else []
     papers, repos = _remote(run, prof, gap_reports, arxiv_url, github_url, min_interval_s)
     hits, passages = _index(run, sources, papers, report, prof, gap_reports)
     ev = Findings(target=target.run.name or target.root.name, metric=target.metric.name,
@@ -162,7 +161,8 @@ def _gaps(run: _Run, sources: Sequence[tuple[Source, Path]]
             continue
         # collected afresh: comparing classifies definitions with both vocabularies
         reports.append((src.kind, compare(other, focus_side(run.target, run.cfg))))
-        sides.append(other)
+        if src.kind == "fork":  # another version of the same code: its hot functions
+            sides.append(other)
     return reports, sides
 
 
