@@ -467,6 +467,15 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
     w.append("")
     w.extend(render_lessons(ev.lessons))
     w.extend(render_hypotheses(hyps))
+    for part in (_profile_section, _roofline_section, _diffs_section, _gaps_section,
+                 _passages_section):
+        w.extend(part(ev))
+    return "\n".join(w)
+
+
+def _profile_section(ev: Findings) -> list[str]:
+    """The profiler, its notes and the hot functions."""
+    w: list[str] = []
     w.append("## Profile")
     w.append("")
     prof = ev.profile
@@ -492,6 +501,12 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
                 w.append(f"- `{h.function}`: {h.share:.1%}")
     w.append("")
 
+    return w
+
+
+def _roofline_section(ev: Findings) -> list[str]:
+    """The roof, the work, and each hot spot's bound with the numbers."""
+    w: list[str] = []
     w.append("## Roofline")
     w.append("")
     if ev.roof is not None:
@@ -515,6 +530,12 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
                      f"{', '.join(f.ops) or '-'} | {bound} | {numbers or '-'} |")
     w.append("")
 
+    return w
+
+
+def _diffs_section(ev: Findings) -> list[str]:
+    """Each hot function against another version of it."""
+    w: list[str] = []
     if ev.diffs:
         w.append("## Hot functions in other implementations")
         w.append("")
@@ -535,6 +556,12 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
                 w.append("```")
             w.append("")
 
+    return w
+
+
+def _gaps_section(ev: Findings) -> list[str]:
+    """What each other implementation has and the target lacks."""
+    w: list[str] = []
     w.append("## Gaps between implementations")
     w.append("")
     if not ev.gaps:
@@ -559,6 +586,12 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
                 w.append(f"- … and {len(gaps) - 25} more")
             w.append("")
 
+    return w
+
+
+def _passages_section(ev: Findings) -> list[str]:
+    """Passages found, remote finds and notes."""
+    w: list[str] = []
     w.append("## Relevant passages")
     w.append("")
     if not ev.hits:
@@ -589,4 +622,4 @@ def render(ev: Findings, hyps: Sequence[ResearchHypothesis]) -> str:
         for note in ev.notes:
             w.append(f"- {note}")
         w.append("")
-    return "\n".join(w)
+    return w
