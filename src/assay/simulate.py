@@ -8,13 +8,22 @@ re-measurements it asks for. ``run(role, slot)`` returns one benchmark value for
 (incumbent) or ``"B"`` (candidate) on a slot and is called in the order the runs happen.
 It serves ``assay plan`` and ``benchmarks/decisions.py``, where thousands of decisions
 must be cheap.
+
+:func:`decide` is the exact path: one experiment through :class:`assay.loop.Loop` itself
+(``Loop.step``) on its twins (an in-memory journal and repository, a function-backed
+executor), so calibration, noise tracking, triage, re-runs, confirmation and the rule are
+the loop's own objects. It is slower (the journal is real SQLite), and is what a test
+checks against a real run.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .config import DecisionSpec
@@ -171,6 +180,65 @@ class Session:
                 return d, self.runs - start
             nb = d.next_block or NextBlock(self.spec.pairs_per_block)
         raise RuntimeError(f"no decision after {MAX_BLOCKS} blocks")
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def decide(run: RunFn, spec: Mapping[str, object], slots: int = 1,
+           on_block: Callable[[], None] | None = None,
+           direction: str = "minimize") -> SimDecision:
+    """One candidate decided by the loop's own code, on values from ``run(role, slot)``.
+
+    ``spec`` is the ``[decision]`` table as a mapping (``{"delta": 0.01}``), validated as in
+    ``assay.toml`` (a bad key or value raises :class:`assay.errors.ConfigError`), every
+    other key at its default. ``run`` is called in the order the loop runs: ``"A"`` for the
+    incumbent (both sides of an A/A block), ``"B"`` for the candidate, ``slot`` from 0.
+    ``on_block()`` is called at the start of every block. The effect and interval are
+    relative improvements (``B/A − 1`` to maximize, ``A/B − 1`` to minimize)."""
+    from .config import parse
+    from .executors.function import FunctionExecutor, values
+    from .model import Block, BlockResult, Candidate, Slot
+    from .testing import ROOT_COMMIT, memory_loop
+
+    lines = [f"{k} = {_toml(v)}" for k, v in spec.items()]
+    text = (f'[metric]\nname = "value"\ndirection = {json.dumps(direction)}\n'
+            '[commands]\nbench = "true"\n[scope]\neditable = ["candidate.py"]\n'
+            '[[params]]\nname = "CANDIDATE"\ntype = "int"\nlow = 0\nhigh = 1\n'
+            f"[run]\nslots = {int(slots)}\n[decision]\n" + "\n".join(lines) + "\n")
+    with tempfile.TemporaryDirectory(prefix="assay-simulate-") as tmp:
+        target = parse(text, Path(tmp))
+        index = {f"s{i}": i for i in range(target.run.slots)}
+        counted = {"calibration": 0, "experiment": 0}
+        fn = values("value", lambda role, slot: float(run(role, index[slot])))
+
+        def block(b: Block, slot: Slot) -> BlockResult:
+            if on_block is not None:
+                on_block()
+            counted["calibration" if b.kind is BlockKind.AA else "experiment"] += len(b.order)
+            return fn(b, slot)
+
+        exe = FunctionExecutor(block, slots=[Slot(n) for n in index])
+        loop = memory_loop(target, exe, candidates=[
+            Candidate(ROOT_COMMIT, params={"CANDIDATE": 1}, hypothesis="the candidate")])
+        loop.run(budget=1, propose=False)
+        exp = loop.journal.experiment("e0001")
+        loop.journal.close()
+    if exp is None:
+        raise RuntimeError("the loop recorded no experiment")
+    d = exp.decision
+    verdict = {"kept": "keep", "discarded": "discard"}.get(exp.state.value, exp.state.value)
+    if d is None:
+        return SimDecision(verdict, None, None, counted["experiment"], exp.note)
+    interval = (d.lo, d.hi) if d.lo is not None and d.hi is not None else None
+    return SimDecision(verdict=verdict, effect=d.effect, interval=interval,
+                       runs=counted["experiment"], reason=exp.note or d.reason, delta=d.delta,
+                       decision=d)
 
 
 def sim_decision(d: Decision, runs: int) -> SimDecision:
