@@ -76,14 +76,15 @@ def test_sweep_runs_and_exports(tiny_target: TinyFactory, tmp_path: Path) -> Non
     assert all(e["proposer"] == "sweep" and "WORK" in e["params"] for e in log)
     assert len({json.dumps(e["params"]) for e in log}) == 3  # no duplicate trials
     tsv = api.export("tsv", root).splitlines()
-    assert tsv[0] == "commit\tspeed\tmemory\tstatus\tdescription"
-    assert len(tsv) == 4
+    assert tsv[0] == "commit\tspeed\tmemory_gb\tstatus\tdescription"
+    assert len(tsv) == 5  # a baseline row, then the three experiments
     jsonl = [json.loads(x) for x in api.export("jsonl", root).splitlines()]
-    assert {j["status"] for j in jsonl} <= {"keep", "discard", "crash"}
+    assert jsonl[0]["type"] == "config"
+    assert {j["status"] for j in jsonl[1:]} <= {"keep", "discard", "crash"}
     csv_text = api.export("csv", root, out=tmp_path / "r.csv")
     assert (tmp_path / "r.csv").read_text() == csv_text
-    # resuming with a larger budget continues the same journal without repeating trials
-    api.run(root, budget=4)
+    # a second session with its own budget continues the journal without repeating trials
+    api.run(root, budget=1)
     log2 = api.log(root)
     assert len(log2) == 4
     assert len({json.dumps(e["params"]) for e in log2}) == 4

@@ -28,6 +28,8 @@ from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .proposers.base import Proposer
 from .registry import EXECUTORS, PROPOSERS
+from .sessions import SessionOptions, holding_branch
+from .sessions import sessions as sessions_of
 from .workspace import Workspace
 
 
@@ -61,14 +63,48 @@ def open_journal(target: Target, readonly: bool = False) -> Journal:
     return Journal.open(journal_path(target), readonly=readonly)
 
 
-def build_proposer(target: Target, journal: Journal, name: str | None = None) -> Proposer:
+def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
+    """One line per queued patch that an earlier experiment already measured."""
+    from .proposers.queue import QueueProposer, read_patch_file
+
+    if not isinstance(proposer, QueueProposer):
+        return []
+    out: list[str] = []
+    for f in proposer.tried:
+        try:
+            _hyp, diff, _src = read_patch_file(f)
+        except (OSError, AssayError):
+            continue
+        from .model import patch_digest
+
+        earlier = journal.find_digest(patch_digest(diff, {}))
+        exp = journal.experiment(earlier) if earlier else None
+        if exp is None:
+            continue
+        if retry:
+            out.append(f"{f.name} was tried as {exp.id} ({exp.state.value}); measuring it "
+                       "again (--retry)")
+        else:
+            out.append(f"{f.name} was already tried as {exp.id} ({exp.state.value}); skipped "
+                       "(`assay run --retry` measures it again)")
+    return out
+
+
+def build_proposer(target: Target, journal: Journal, name: str | None = None,
+                   retry: bool = False) -> Proposer:
     kind = name or target.run.proposer
     try:
         make = PROPOSERS.get(kind)
     except KeyError:
         raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
                           key="run.proposer", valid=", ".join(PROPOSERS.names)) from None
-    return make(target, journal)
+    prop = make(target, journal)
+    if retry:
+        from .proposers.queue import QueueProposer
+
+        if isinstance(prop, QueueProposer):
+            prop.retry_tried()
+    return prop
 
 
 def build_executor(target: Target, ws: Workspace) -> Executor:
@@ -88,7 +124,7 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
 @contextlib.contextmanager
 def session(target: Target, proposer: Proposer | None = None, executor: Executor | None = None,
             on_event: Event | None = None, name: str | None = None,
-            lock: bool = True) -> Iterator[Loop]:
+            lock: bool = True, from_head: bool = False, retry: bool = False) -> Iterator[Loop]:
     """A started loop holding the target's lock; closes everything on exit."""
     run_lock = RunLock(target.state_dir / "run.lock")
     reaped: list[int] = []
@@ -106,9 +142,12 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
     try:
         stored = journal.get_meta("run_name")
         ws = Workspace(target, name or stored or target.run.name or "main")
-        prop = proposer or build_proposer(target, journal)
+        prop = proposer or build_proposer(target, journal, retry=retry)
         exe = executor or build_executor(target, ws)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
+        loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry)
+        for line in already_tried(prop, journal, retry):
+            loop.emit("skip", line)
         if lock:
             loop.lock_held = lambda: run_lock.held
         if run_lock.took_over:
@@ -141,11 +180,12 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
 def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | None = None,
         slots: int | None = None, name: str | None = None, max_hours: float | None = None,
         on_event: Event | None = None, signals: bool = False, config: str | None = None,
-        proposer_obj: Proposer | None = None, executor_obj: Executor | None = None) -> Summary:
-    """Run the loop on the repository at ``root`` until the budget is spent."""
+        proposer_obj: Proposer | None = None, executor_obj: Executor | None = None,
+        from_head: bool = False, retry: bool = False) -> Summary:
+    """Run one session on the repository at ``root`` until its budget is spent."""
     target = load(root, config, slots=slots, proposer=proposer, budget=budget)
     with session(target, proposer=proposer_obj, executor=executor_obj, on_event=on_event,
-                 name=name) as loop:
+                 name=name, from_head=from_head, retry=retry) as loop:
         if signals:
             loop.install_signal_handlers()
         return loop.run(budget=target.run.budget, max_hours=max_hours)
@@ -165,7 +205,10 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
             "incumbent": None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
                                                     "experiment": inc.experiment_id},
             "baseline": p.baseline, "best": p.best,
-            "branch": f"assay/{journal.get_meta('run_name', 'main')}",
+            "branch": holding_branch(target.root, inc.commit,
+                                     f"assay/{journal.get_meta('run_name', 'main')}")
+            if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
+            "sessions": len(sessions_of(journal)),
             "calibration": cal, "slots": [dataclasses.asdict(s) for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
         }
@@ -237,3 +280,10 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None) -> Path:
             raise AssayError(f"{root_path}: no known project layout found; run `assay init` in a "
                              "terminal to answer a few questions")
     return init_mod.write_config(root_path, plan, force=force)
+
+
+def reset(root: str | Path = ".", config: str | None = None) -> list[str]:
+    """Archive the journal, remove slot worktrees and run branches (see ``assay reset``)."""
+    from .sessions import reset as reset_target
+
+    return reset_target(load(root, config))

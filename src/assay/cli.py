@@ -91,6 +91,10 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Also print every block and re-measurement."),
         as_json: bool = typer.Option(False, "--json", help="Stream JSON lines, one per record."),
+        from_head: bool = typer.Option(False, "--from-head", help="Start from your branch's "
+                                       "HEAD, replaying the kept changes it lacks."),
+        retry: bool = typer.Option(False, "--retry", help="Measure again queued patches that "
+                                   "were already tried."),
         ) -> None:
     """Run the loop: propose, measure against the incumbent, keep what is real.
 
@@ -110,7 +114,8 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
     try:
         summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
                           max_hours=max_hours, on_event=printer.on_event, signals=True,
-                          config=config)
+                          config=config, from_head=from_head,
+                          retry=retry)
     except AssayError as exc:
         printer.close()
         _fail(exc)
@@ -211,6 +216,28 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     if data["patch"]:
         console.print("[bold]patch[/]")
         console.print(data["patch"], highlight=False, markup=False)
+
+
+@app.command()
+def reset(root: Path = ROOT, config: str | None = CONFIG,
+          yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+          ) -> None:
+    """Archive the journal, remove assay's worktrees and run branches (your branch stays)."""
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print("error: assay reset needs a confirmation; pass --yes to reset without "
+                      "a terminal")
+            raise typer.Exit(2)
+        if not typer.confirm("Archive the journal and delete assay's worktrees and run "
+                             "branches?", default=False):
+            console.print("nothing changed")
+            raise typer.Exit(1)
+    try:
+        done = api.reset(root, config)
+    except AssayError as exc:
+        _fail(exc)
+    for line in done or ["nothing to reset"]:
+        console.print(escape(line), highlight=False)
 
 
 @app.command()

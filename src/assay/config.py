@@ -289,6 +289,10 @@ class Target:
     text: str = ""
     platforms: tuple[PlatformSpec, ...] = ()
     holdout_files: tuple[str, ...] = ()  # [scope] holdout: hidden from proposers
+    # A command run on the incumbent and the candidate whose outputs must agree.
+    compare: Command | None = None
+    compare_rtol: float = 0.0
+    compare_atol: float = 0.0
 
     def section(self, dotted: str) -> Section:
         """A subsystem's table (``"proposer.llm"``, ``"executor.ray"``) as a Section."""
@@ -456,6 +460,9 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     build = _command(cmds, "build", 1800.0)
     checks = _command(cmds, "checks", 600.0)
     holdout = _command(cmds, "holdout", 600.0)
+    compare = _command(cmds, "compare", 600.0)
+    compare_rtol = float(cmds.number("compare_rtol", 0.0, low=0.0))
+    compare_atol = float(cmds.number("compare_atol", 0.0, low=0.0))
     cmds.reject_unknown()
     holdout_metric = None
     if top.has("holdout_metric"):
@@ -571,7 +578,8 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                   holdout_metric=holdout_metric, editable=editable, protected=protected,
                   params=params, run=run, decision=decision, env=env, limits=limits,
                   hooks=hooks, brief=brief, sections=subsystems, text=text,
-                  platforms=platforms, holdout_files=holdout_files)
+                  platforms=platforms, holdout_files=holdout_files, compare=compare,
+                  compare_rtol=compare_rtol, compare_atol=compare_atol)
 
 
 def _str_table(sec: Section, key: str) -> dict[str, str]:

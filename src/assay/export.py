@@ -1,68 +1,173 @@
-"""Exports of the journal: results.tsv (karpathy's columns), JSONL (pi-autoresearch), CSV."""
+"""Exports of the journal in the formats other tools read.
+
+- ``tsv``: karpathy/autoresearch's ``results.tsv`` -- columns ``commit``, the metric's name,
+  ``memory_gb``, ``status`` (keep / discard / crash) and ``description``; a baseline row
+  first. A discarded candidate's value is its decided effect applied to the incumbent's
+  value (what it would have scored next to the same incumbent), never a raw block mean.
+- ``jsonl``: pi-autoresearch's ``log.jsonl`` -- a ``{"type": "config", ...}`` header line,
+  then one line per run with a numeric ``run`` (1 is the baseline), ``commit``, ``metric``,
+  ``metrics`` (the guards), ``status`` (keep / discard / crash / checks_failed),
+  ``description``, ``timestamp`` (ms), ``segment`` and ``confidence``; assay's own fields
+  (id, effect, interval, reason) ride in ``asi``, the loader's free-form field.
+- ``csv``: one row per experiment with every decision field.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import math
 from typing import Any
 
-from .config import Target
+from .config import MetricSpec, Target
 from .journal import Journal
-from .model import Experiment, ExperimentState
+from .model import Direction, Experiment, ExperimentState, Role, RunStatus
 
 FORMATS = ("tsv", "jsonl", "csv")
-_KARPATHY_STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
-                    ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash"}
+_STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
+           ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash"}
+# Bytes per unit, for memory guards (the unit field first, else the name's suffix).
+_BYTES = {"b": 1, "byte": 1, "bytes": 1, "kb": 1024, "kib": 1024, "k": 1024,
+          "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
+          "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
+
+
+def memory_guard(target: Target) -> MetricSpec | None:
+    return next((g for g in target.guards if any(w in g.name.lower() for w in
+                                                  ("mem", "vram", "rss"))), None)
+
+
+def to_gb(value: float, spec: MetricSpec) -> float:
+    """A memory value in GiB, converted by the guard's unit (MB for ``peak_vram_mb``)."""
+    unit = spec.unit.strip().lower()
+    if unit not in _BYTES:
+        unit = spec.name.lower().rsplit("_", 1)[-1]
+    return value * _BYTES.get(unit, 1024 ** 2) / 1024 ** 3
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def _side(journal: Journal, exp_id: str, name: str, role: Role) -> float | None:
+    return _median([r.metrics[name] for r in journal.runs(exp_id) if r.role is role and
+                    r.status is RunStatus.OK and name in r.metrics])
+
+
+def shown_value(e: Experiment, direction: Direction) -> float | None:
+    """The value a row shows: kept -> measured; discarded -> the effect applied to A."""
+    d = e.decision
+    if d is None:
+        return None
+    inc = d.details.get("incumbent_value")
+    if e.state is ExperimentState.KEPT:
+        cand = d.details.get("candidate_value")
+        return float(cand) if cand is not None else None
+    if e.state is ExperimentState.DISCARDED and inc is not None and d.effect is not None:
+        if d.effect <= -1.0:
+            return None
+        # effect = B/A - 1 (maximize) or A/B - 1 (minimize)
+        return float(inc) * (1 + d.effect) if direction is Direction.MAXIMIZE \
+            else float(inc) / (1 + d.effect)
+    return None
+
+
+def pi_status(e: Experiment) -> str:
+    if e.state is ExperimentState.INVALID and e.note.startswith(("checks_failed", "checks:",
+                                                                 "compare")):
+        return "checks_failed"
+    return _STATUS.get(e.state, "crash")
 
 
 def rows(journal: Journal, target: Target) -> list[dict[str, Any]]:
-    memory = next((g.name for g in target.guards if "mem" in g.name or "vram" in g.name), None)
-    out = []
-    for e in journal.experiments():
+    """One row per experiment, after a baseline row for the incumbent it started from."""
+    mem = memory_guard(target)
+    direction = target.metric.direction
+    exps = journal.experiments()
+    out: list[dict[str, Any]] = []
+    first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
+                 None)
+    if first is not None and first.decision is not None:
+        base_mem = _side(journal, first.id, mem.name, Role.INCUMBENT) if mem else None
+        base_metrics = {g.name: v for g in target.guards
+                        if (v := _side(journal, first.id, g.name, Role.INCUMBENT)) is not None}
+        out.append({
+            "id": "baseline", "commit": str(journal.get_meta("base_commit") or "")[:7],
+            "state": "baseline", "status": "keep", "pi_status": "keep",
+            "metric": float(first.decision.details["incumbent_value"]),
+            "incumbent": float(first.decision.details["incumbent_value"]), "effect": None,
+            "lo": None, "hi": None, "runs": 0, "memory": base_mem,
+            "memory_gb": to_gb(base_mem, mem) if mem and base_mem is not None else None,
+            "metrics": base_metrics, "proposer": "", "description": "baseline", "reason": "",
+            "params": {}, "timestamp": first.created_at})
+    for e in exps:
+        if not e.state.is_finished():
+            continue
         d = e.decision
         det = d.details if d else {}
-        mem = None
-        if memory:
-            vals = [r.metrics.get(memory) for r in journal.runs(e.id)
-                    if r.role.value == "B" and memory in r.metrics]
-            mem = sorted(v for v in vals if v is not None)[len(vals) // 2] if vals else None
+        m = _side(journal, e.id, mem.name, Role.CANDIDATE) if mem else None
+        metrics = {g.name: v for g in target.guards
+                   if (v := _side(journal, e.id, g.name, Role.CANDIDATE)) is not None}
         out.append({
             "id": e.id, "commit": (e.commit or "")[:7], "state": e.state.value,
-            "metric": det.get("candidate_value"), "incumbent": det.get("incumbent_value"),
+            "status": _STATUS.get(e.state, "crash"), "pi_status": pi_status(e),
+            "metric": shown_value(e, direction), "incumbent": det.get("incumbent_value"),
             "effect": d.effect if d else None, "lo": d.lo if d else None,
-            "hi": d.hi if d else None, "runs": d.runs_used if d else 0,
-            "memory": mem, "proposer": e.candidate.proposer,
+            "hi": d.hi if d else None, "runs": d.runs_used if d else 0, "memory": m,
+            "memory_gb": to_gb(m, mem) if mem and m is not None else None,
+            "metrics": metrics, "proposer": e.candidate.proposer,
             "description": e.candidate.hypothesis, "reason": e.note or (d.reason if d else ""),
-            "params": dict(e.candidate.params),
-        })
+            "params": dict(e.candidate.params), "timestamp": e.updated_at})
     return out
 
 
-def _status(e_state: str) -> str:
-    return _KARPATHY_STATUS.get(ExperimentState(e_state), e_state)
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _confidence(r: dict[str, Any], noise: float | None) -> float | None:
+    """pi-autoresearch's confidence: the effect in multiples of the measured noise."""
+    if r["effect"] is None or not noise or not math.isfinite(noise):
+        return None
+    return round(abs(float(r["effect"])) / noise, 3)
 
 
 def render(journal: Journal, target: Target, fmt: str) -> str:
     data = rows(journal, target)
     if fmt == "tsv":
-        lines = ["commit\t" + target.metric.name + "\tmemory\tstatus\tdescription"]
+        lines = [f"commit\t{target.metric.name}\tmemory_gb\tstatus\tdescription"]
         for r in data:
             metric = f"{r['metric']:.6f}" if r["metric"] is not None else "0.000000"
-            mem = f"{r['memory']:.1f}" if r["memory"] is not None else "0.0"
-            desc = str(r["description"]).replace("\t", " ").replace("\n", " ")
-            lines.append(f"{r['commit'] or '-'}\t{metric}\t{mem}\t{_status(r['state'])}\t{desc}")
+            mem = f"{r['memory_gb']:.1f}" if r["memory_gb"] is not None else "0.0"
+            lines.append(f"{r['commit'] or '-'}\t{metric}\t{mem}\t{r['status']}\t"
+                         f"{_one_line(r['description'])}")
         return "\n".join(lines) + "\n"
     if fmt == "jsonl":
-        out = []
-        for r in data:
+        cal = journal.get_meta("calibration") or {}
+        noise = cal.get("pooled")
+        header = {"type": "config", "name": str(journal.get_meta("run_name") or "assay"),
+                  "metricName": target.metric.name, "metricUnit": target.metric.unit,
+                  "bestDirection": "higher" if target.metric.direction is Direction.MAXIMIZE
+                  else "lower"}
+        out = [json.dumps(header)]
+        for n, r in enumerate(data, start=1):
             out.append(json.dumps({
-                "run": r["id"], "commit": r["commit"], "metric": r["metric"],
-                "metric_name": target.metric.name, "status": _status(r["state"]),
-                "description": r["description"], "effect": r["effect"],
-                "interval": [r["lo"], r["hi"]], "runs": r["runs"], "reason": r["reason"],
-                "proposer": r["proposer"], "params": r["params"]}, sort_keys=True))
-        return "\n".join(out) + ("\n" if out else "")
+                "run": n, "commit": r["commit"],
+                "metric": r["metric"] if r["metric"] is not None else 0,
+                "metrics": r["metrics"], "status": r["pi_status"],
+                "description": _one_line(r["description"]),
+                "timestamp": int(float(r["timestamp"]) * 1000), "segment": 0,
+                "confidence": _confidence(r, noise),
+                "asi": {"assay_id": r["id"], "state": r["state"], "effect": r["effect"],
+                        "interval": [r["lo"], r["hi"]], "runs": r["runs"],
+                        "reason": r["reason"], "proposer": r["proposer"],
+                        "params": r["params"]}}))
+        return "\n".join(out) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         fields = ["id", "commit", "state", "metric", "incumbent", "effect", "lo", "hi", "runs",

@@ -122,6 +122,12 @@ MIGRATIONS: list[tuple[str, str]] = [
     ALTER TABLE workers RENAME TO slots;
     ALTER TABLE runs RENAME COLUMN worker TO slot
     """),
+    ("0004_block_build_checks", """
+    ALTER TABLE blocks ADD COLUMN build_s REAL;
+    ALTER TABLE blocks ADD COLUMN checks_runs INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE blocks ADD COLUMN checks_outcome TEXT NOT NULL DEFAULT '';
+    ALTER TABLE blocks ADD COLUMN checks_detail TEXT NOT NULL DEFAULT ''
+    """),
 ]
 
 MIGRATIONS.append(("0004_withheld_and_seals",
@@ -528,8 +534,11 @@ class Journal:
             checks = None if res.checks_passed is None else int(res.checks_passed)
             self.conn.execute(
                 "UPDATE blocks SET state = 'done', finished_at = ?, checks_passed = ?, error = ?,"
-                " error_kind = ?, wall_s = ?, slot = COALESCE(NULLIF(?, ''), slot) WHERE id = ?",
-                (now, checks, res.error, res.error_kind, res.wall_s, res.slot, res.block_id))
+                " error_kind = ?, wall_s = ?, slot = COALESCE(NULLIF(?, ''), slot),"
+                " build_s = ?, checks_runs = ?, checks_outcome = ?, checks_detail = ?"
+                " WHERE id = ?",
+                (now, checks, res.error, res.error_kind, res.wall_s, res.slot, res.build_s,
+                 res.checks_runs, res.checks_outcome, res.checks_detail, res.block_id))
         return True
 
     def runs(self, exp_id: str | None = None, block_id: str | None = None) -> list[RunResult]:

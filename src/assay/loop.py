@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from . import sessions
 from .config import Target
 from .decide import (
     Action,
@@ -71,6 +72,7 @@ from .model import (
 )
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
+from .sessions import SessionOptions
 from .stats.expensive import CALIBRATION_PAIRS
 from .workspace import check_scope, diff_hashes, hash_paths
 
@@ -130,6 +132,8 @@ class Loop:
         self._started: Incumbent | None = None
         self.drive: Drive | None = None
         self.failed = ""
+        self.session = SessionOptions()  # set by api.session: name, --from-head, --retry
+        self._session_base = 0  # experiments in the journal when this session began
 
     # -- events --------------------------------------------------------------------
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
@@ -303,7 +307,7 @@ class Loop:
         if cand.is_empty():
             return "the candidate changes nothing"
         dup = self.journal.find_digest(cand.digest)
-        if dup:
+        if dup and not self.session.retry:
             return f"identical to {dup}, already tried"
         try:
             if cand.patch.strip():
@@ -397,6 +401,8 @@ class Loop:
         self.update_noise(result)
         if result.experiment_id == CAL:
             return None
+        if result.checks_outcome == "flaky":
+            self.emit("warn", f"{result.experiment_id}: checks_flaky: {result.checks_detail}")
         exp = self.journal.experiment(result.experiment_id)
         if exp is None or exp.state.is_finished():
             return exp
@@ -497,7 +503,7 @@ class Loop:
         estimate (:meth:`_track_noise`).
         """
         if result.experiment_id == CAL:
-            self._maybe_calibrate()
+            self._maybe_calibrate(result)
         elif not result.error:
             self._track_noise(result)
 
@@ -567,8 +573,15 @@ class Loop:
                                f"{per_slot * pairs * len(slots)} A/A pairs in all (at least "
                                f"{AA_PAIRS} for a stable estimate)")
 
-    def _maybe_calibrate(self) -> None:
+    def _maybe_calibrate(self, result: BlockResult | None = None) -> None:
         blocks = self.journal.blocks(CAL)
+        broken = _incumbent_failure(result) if result is not None else ""
+        if broken:  # fail fast: one crash or hang is enough, the other blocks would repeat it
+            why = f"calibration failed: the incumbent {broken}; fix the target, then run again"
+            self.journal.drop_blocks(CAL)  # measure again on the next run
+            self.emit("error", why)
+            self.fail(why)
+            return
         if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
             return
         from . import stats
@@ -642,8 +655,14 @@ class Loop:
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
         self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
         self.start()
+        self._session_base = sessions.begin(self, self.session)  # --budget counts from here
+        why = sessions.preflight(self.target, self.ws, self.executor, self.incumbent)
+        if why:
+            self.emit("error", why)
+            self.fail(why)
         self.calibrate()
-        self.drive = Drive(budget, deadline, max_hours, until, propose)
+        # the budget counts this session's experiments: the drive's goal is a journal total
+        self.drive = Drive(budget + self._session_base, deadline, max_hours, until, propose)
 
     def _should_stop(self, d: Drive) -> bool:
         """Whether the run must end before this step (``stop_reason`` then says why)."""
@@ -691,8 +710,8 @@ class Loop:
                 self.stop_reason = self.stop_reason or "nothing is left to run"
                 return False
             if self.exhausted or self._total() >= d.budget:
-                self.stop_reason = self.stop_reason or f"the budget of {d.budget} " \
-                                                       "experiments is spent"
+                self.stop_reason = self.stop_reason or f"the budget of " \
+                    f"{d.budget - self._session_base} experiments is spent"
                 return False
             if not self._calibrated:
                 return True
@@ -715,6 +734,7 @@ class Loop:
             self.journal.requeue(running)
             self.emit("stop", f"cancelled {len(running)} running block(s); they will run again "
                               "on resume")
+        sessions.end(self.journal)
         self.hooks.fire("on_finish", None, {"ASSAY_STOP_REASON": self.stop_reason},
                         key=f"on_finish:{self.session_id}")
         self.hooks.join()
@@ -790,3 +810,14 @@ def _summary(e: Experiment) -> ExperimentSummary:
         proposer=e.candidate.proposer, params=dict(e.candidate.params),
         effect=d.effect if d else None, lo=d.lo if d else None, hi=d.hi if d else None,
         reason=for_proposer(e).note or (d.reason if d else ""), diffstat=stat)
+
+
+def _incumbent_failure(result: BlockResult) -> str:
+    """Why a calibration block shows the incumbent broken ('' when it does not)."""
+    if result.error_kind and result.error_kind != "cancelled":
+        return result.error
+    bad = next((r for r in result.runs if r.status in (RunStatus.CRASHED, RunStatus.TIMEOUT)),
+               None)
+    if bad is None:
+        return ""
+    return f"{bad.status.value} on slot {result.slot}: {bad.reason} (logs: {bad.stderr_path})"

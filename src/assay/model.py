@@ -177,10 +177,14 @@ class BlockResult:
     runs: tuple[RunResult, ...]
     checks_passed: bool | None = None  # None: no checks configured or not reached
     error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
-    error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
+    error_kind: str = ""  # 'patch', 'build', 'checks_failed', 'compare', 'harness_changed' ...
     wall_s: float = 0.0
     # unmeasured warm-up runs made before the block's measured runs: (role, wall seconds)
     warmups: tuple[tuple[str, float], ...] = ()
+    build_s: float = 0.0  # seconds spent building in this block (0: the trees were warm)
+    checks_runs: int = 0  # how many times this block ran the checks (0: already checked)
+    checks_outcome: str = ""  # passed, flaky, failed, reused ('' when there are no checks)
+    checks_detail: str = ""  # the failing tests' names, or the output's tail
 
 
 @dataclass(frozen=True)

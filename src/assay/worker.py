@@ -1,26 +1,38 @@
 """Run one block on one slot: the unit every executor ships (local thread, Ray task).
 
 A block alternates the incumbent (worktree ``<slot>-a``) and the candidate (``<slot>-b``) in
-its ``order`` (e.g. ``ABBA``). Before measuring, the candidate is built and checked; a
-candidate that fails to apply, build or pass its checks is judged without a single timed
-run. Protected paths are hashed before and after every run: any change rejects the
-candidate as ``harness_changed``.
+its ``order`` (e.g. ``ABBA``). Build once, measure many: each tree stays at what it holds
+across blocks (the candidate's tree at the candidate, the incumbent's at the incumbent), so
+a candidate measured in five blocks is patched and built once; a tree is materialized and
+built again only when what it should hold changes, or when its content no longer matches
+(a run edited a tracked file). Build folders and compiler caches stay warm per slot
+(``CCACHE_BASEDIR`` / ``SCCACHE_BASEDIRS`` point at the slot's tree when those tools exist).
+
+Before the candidate's first block its checks run once (see :mod:`assay.checks`), then the
+``compare`` command, whose output must agree with the incumbent's. A candidate that fails
+to apply, build or pass its checks is judged without a single timed run. Protected paths
+are hashed before and after every run: any change rejects the candidate as
+``harness_changed``. An incumbent run that crashes or times out ends the block at once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import process
+from .checks import CheckMemo, failing_tests, tail
+from .compare import compare_outputs
 from .config import Command, MetricSpec, Target
 from .errors import AssayError, MetricError, PatchError
 from .metrics import check_bounds, read_metric
-from .model import Block, BlockResult, Role, RunResult, RunStatus, Slot
+from .model import Block, BlockResult, Incumbent, ParamValue, Role, RunResult, RunStatus, Slot
 from .watch import Watcher
 from .workspace import Workspace, diff_hashes, hash_paths, split_params
 
@@ -33,12 +45,33 @@ def _digest(text: str) -> str:
 class SlotTrees:
     a: Path
     b: Path
-    a_state: str = ""  # what A holds now (commit + params), to skip needless rebuilds
+    a_state: str = ""  # the content key A holds and has built ('' : unknown, rebuild)
+    a_print: str = ""  # A's fingerprint right after it was materialized
+    b_state: str = ""
+    b_print: str = ""
     # the latest OK incumbent run on this slot: its key, progress-line medians and wall time
     # (the reference of `incumbent` in watch conditions and of the time an early stop saves)
     watch_key: str = ""
     watch_ref: dict[str, float] = field(default_factory=dict)
     wall_ref: float | None = None
+
+
+def incumbent_key(inc: Incumbent) -> str:
+    return f"{inc.commit}:{sorted(inc.params.items())}"
+
+
+def cache_env(tree: Path) -> dict[str, str]:
+    """Compiler-cache settings for a build in ``tree`` (hits across slot trees)."""
+    env: dict[str, str] = {}
+    if shutil.which("ccache"):
+        env["CCACHE_BASEDIR"] = str(tree)
+        env["CCACHE_NOHASHDIR"] = "true"
+    if shutil.which("sccache"):
+        env["SCCACHE_BASEDIRS"] = str(tree)
+    for name in ("CCACHE_DIR", "SCCACHE_DIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
 
 
 def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
@@ -92,21 +125,151 @@ def _read_all(specs: tuple[MetricSpec, ...], stdout: str, cwd: Path
     return values, RunStatus.OK, ""
 
 
+@dataclass(frozen=True)
+class Step:
+    """One build, checks or compare command: '' when it succeeded, else why not."""
+
+    why: str
+    seconds: float
+    output: str
+
+
 def _prep(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
-          target: Target, cancel: process.CancelToken | None) -> str:
-    """Run a build or checks command; return '' on success or the reason it failed."""
+          target: Target, cancel: process.CancelToken | None) -> Step:
+    """Run a build, checks or compare command in ``cwd``."""
     if cmd is None:
-        return ""
+        return Step("", 0.0, "")
+    t0 = time.monotonic()
     r = process.run(cmd.cmd, cwd=cwd, env=env, timeout_s=cmd.timeout_s,
                     stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
                     limits=target.limits, cancel=cancel)
+    took = time.monotonic() - t0
+    out = (r.stdout or "") + ("\n" + r.stderr if r.stderr else "")
     if r.timed_out:
-        return f"{name} timed out after {cmd.timeout_s:g}s (logs: {logs / name}.err)"
+        return Step(f"{name} timed out after {cmd.timeout_s:g}s (logs: {logs / name}.err)",
+                    took, out)
     if r.cancelled:
-        return f"{name} cancelled"
+        return Step(f"{name} cancelled", took, out)
     if r.exit_code != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        return f"{name} exited {r.exit_code}: {' | '.join(tail)}"
+        lines = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        return Step(f"{name} exited {r.exit_code}: {' | '.join(lines)} (logs: {logs / name}.out)",
+                    took, out)
+    return Step("", took, r.stdout or "")
+
+
+@dataclass(frozen=True)
+class ChecksOutcome:
+    outcome: str  # passed, reused, flaky, failed
+    runs: int  # checks runs on the candidate in this block
+    detail: str = ""
+
+
+def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_tree: Path,
+               env_b: Mapping[str, str], env_a: Mapping[str, str], logs: Path,
+               cancel: process.CancelToken | None) -> ChecksOutcome:
+    """The candidate's checks, once per content; a failure is re-run to tell flaky from real."""
+    if target.checks is None:
+        return ChecksOutcome("", 0)
+    known = memo.get(key)
+    if known is not None:
+        return ChecksOutcome("reused", 0, known.detail)
+    first = _prep(target.checks, cand_tree, env_b, logs, "checks", target, cancel)
+    if not first.why:
+        memo.put(key, "passed")
+        return ChecksOutcome("passed", 1)
+    if first.why.endswith("cancelled"):
+        return ChecksOutcome("cancelled", 1, first.why)
+    names = failing_tests(first.output)
+    again = _prep(target.checks, cand_tree, env_b, logs, "checks-again", target, cancel)
+    named = f" ({', '.join(names)})" if names else ""
+    if not again.why:
+        detail = f"failed once{named}, then passed on the candidate"
+        memo.put(key, "flaky", detail)
+        return ChecksOutcome("flaky", 2, detail)
+    names = names or failing_tests(again.output)
+    named = f" ({', '.join(names)})" if names else ""
+    inc = _prep(target.checks, inc_tree, env_a, logs, "checks-incumbent", target, cancel)
+    if inc.why:
+        detail = (f"failed twice on the candidate{named} and also on the incumbent: the "
+                  "failure does not come from the candidate")
+        memo.put(key, "flaky", detail)
+        return ChecksOutcome("flaky", 2, detail)
+    what = ", ".join(names) if names else again.why
+    return ChecksOutcome("failed", 2, f"{what}; failed twice on the candidate and passed on "
+                                      f"the incumbent\n{tail(again.output)}")
+
+
+def run_compare(target: Target, memo: CheckMemo, a_key: str, b_key: str, a_tree: Path,
+                b_tree: Path, env_a: Mapping[str, str], env_b: Mapping[str, str], logs: Path,
+                cancel: process.CancelToken | None) -> str:
+    """'' when the candidate's compare output agrees with the incumbent's, else why not."""
+    if target.compare is None or memo.get(f"compare-{b_key}") is not None:
+        return ""
+    store = target.state_dir / "compare"
+    a_out = store / f"{a_key}.out"
+    if not a_out.is_file():
+        a = _prep(target.compare, a_tree, env_a, logs, "compare-a", target, cancel)
+        if a.why:
+            return f"the incumbent's compare command failed: {a.why}"
+        store.mkdir(parents=True, exist_ok=True)
+        a_out.write_text(a.output)
+    b = _prep(target.compare, b_tree, env_b, logs, "compare-b", target, cancel)
+    if b.why:
+        return b.why
+    diffs = compare_outputs(a_out.read_text(), b.output, target.compare_rtol,
+                            target.compare_atol)
+    if diffs:
+        return ("the candidate's output differs from the incumbent's:\n"
+                + "\n".join(d.describe() for d in diffs))
+    memo.put(f"compare-{b_key}", "passed")
+    return ""
+
+
+def _materialize(ws: Workspace, tree: Path, key: str, state: str, print_: str, commit: str,
+                 patch: str, params: Mapping[str, ParamValue]) -> tuple[bool, str]:
+    """Bring ``tree`` to ``key`` unless it holds it already; (warm, new fingerprint)."""
+    if state == key and print_ and ws.fingerprint(tree) == print_:
+        return True, print_
+    ws.materialize(tree, commit, patch, params)
+    return False, ws.fingerprint(tree)
+
+
+def check_incumbent(target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
+                    inc: Incumbent, cancel: process.CancelToken | None = None) -> str:
+    """Build the incumbent and run its checks (a session's first step); '' or why not.
+
+    The build is the slot's own warm one: the first block on this slot finds it done.
+    """
+    if target.checks is None and target.compare is None:
+        return ""
+    logs = target.state_dir / "logs" / "sessions" / time.strftime("%Y%m%d-%H%M%S")
+    logs.mkdir(parents=True, exist_ok=True)
+    key = incumbent_key(inc)
+    try:
+        warm, fp = _materialize(ws, trees.a, key, trees.a_state, trees.a_print, inc.commit, "",
+                                inc.params)
+    except AssayError as exc:
+        return f"the incumbent {inc.commit[:12]} cannot be checked out: {exc}"
+    if not warm:
+        trees.a_state, trees.a_print = "", fp
+    env = slot_env(target, slot, {"PYTHONPYCACHEPREFIX": str(target.state_dir / "pycache" /
+                                                             _digest(key)),
+                                  **cache_env(trees.a),
+                                  **split_params(inc.params, target.params)[0]})
+    if trees.a_state != key:
+        step = _prep(target.build, trees.a, env, logs, "build", target, cancel)
+        if step.why:
+            return (f"the incumbent {inc.commit[:12]} does not build: {step.why}\n"
+                    f"{tail(step.output)}")
+        trees.a_state = key
+    step = _prep(target.checks, trees.a, env, logs, "checks", target, cancel)
+    if step.why:
+        names = failing_tests(step.output)
+        named = f" (failing: {', '.join(names)})" if names else ""
+        return (f"the checks fail on the incumbent {inc.commit[:12]}, before any change"
+                f"{named}: {step.why}\n{tail(step.output)}\nfix the checks or the code, "
+                "commit, then run again")
+    CheckMemo(target.state_dir / "checks").put(_digest(key), "passed")
     return ""
 
 
@@ -127,23 +290,34 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     inc = block.incumbent
     cand = block.candidate
     b_params = {**inc.params, **(cand.params if cand else {})}
+    build_s = 0.0
+    checks = ChecksOutcome("", 0)
 
-    def fail(kind: str, msg: str, checks: bool | None = None) -> BlockResult:
-        return BlockResult(block.block_id, block.experiment_id, slot.name, (), checks, msg, kind,
-                           time.monotonic() - start)
+    def fail(kind: str, msg: str, passed: bool | None = None) -> BlockResult:
+        return BlockResult(block.block_id, block.experiment_id, slot.name, (), passed, msg, kind,
+                           time.monotonic() - start, build_s=build_s, checks_runs=checks.runs,
+                           checks_outcome=checks.outcome, checks_detail=checks.detail)
 
-    a_key = f"{inc.commit}:{sorted(inc.params.items())}"
+    a_key = incumbent_key(inc)
+    b_key = a_key
+    if cand is not None:
+        b_key = f"{cand.base_commit}:{cand.digest}:{sorted(b_params.items())}"
     try:
-        if trees.a_state == a_key and ws.is_clean(trees.a, inc.commit):
-            a_env = split_params(inc.params, target.params)[0]  # warm: nothing to reset
-        else:
-            trees.a_state = ""
-            a_env = ws.materialize(trees.a, inc.commit, "", inc.params)
+        warm_a, a_print = _materialize(ws, trees.a, a_key, trees.a_state, trees.a_print,
+                                       inc.commit, "", inc.params)
+        if not warm_a:
+            trees.a_state, trees.a_print = "", a_print
+        a_env = split_params(inc.params, target.params)[0]
         if cand is not None:
-            b_env = ws.materialize(trees.b, cand.base_commit, cand.patch, b_params)
+            warm_b, b_print = _materialize(ws, trees.b, b_key, trees.b_state, trees.b_print,
+                                           cand.base_commit, cand.patch, b_params)
+            if not warm_b:
+                trees.b_state, trees.b_print = "", b_print
+            b_env = split_params(b_params, target.params)[0]
         else:
             b_env = a_env
     except PatchError as exc:
+        trees.b_state = ""
         return fail("patch", str(exc))
     except AssayError as exc:
         return fail("executor", str(exc))
@@ -151,14 +325,13 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     # One bytecode cache per distinct content: a stale .pyc (same size, same second) can
     # never stand in for a changed source file, and the incumbent's cache stays warm.
     cache_root = target.state_dir / "pycache"
-    a_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(a_key)), **a_env}
-    b_key = a_key
-    if cand is not None:
-        b_key = f"{cand.base_commit}:{cand.digest}:{sorted(b_params.items())}"
-    b_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(b_key)), **b_env}
+    a_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(a_key)), **cache_env(trees.a),
+             **a_env}
+    b_tree = trees.b if cand is not None else trees.a
+    b_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(b_key)), **cache_env(b_tree),
+             **b_env}
     env_a = slot_env(target, slot, a_env)
     env_b = slot_env(target, slot, b_env)
-    b_tree = trees.b if cand is not None else trees.a
     protected = [*list(target.protected), "assay.toml"]
     base_hash = hash_paths(trees.a, protected)
     last_hash: dict[Path, dict[str, str]] = {trees.a: base_hash}
@@ -169,17 +342,29 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             return fail("harness_changed", f"the candidate changes protected paths: {changed}")
 
     if trees.a_state != a_key:
-        why = _prep(target.build, trees.a, env_a, logs, "build-a", target, cancel)
-        if why:
-            return fail("executor", f"the incumbent does not build: {why}")
+        step = _prep(target.build, trees.a, env_a, logs, "build-a", target, cancel)
+        build_s += step.seconds
+        if step.why:
+            return fail("executor", f"the incumbent does not build: {step.why}")
         trees.a_state = a_key
     if cand is not None:
-        why = _prep(target.build, trees.b, env_b, logs, "build-b", target, cancel)
+        if trees.b_state != b_key:
+            step = _prep(target.build, trees.b, env_b, logs, "build-b", target, cancel)
+            build_s += step.seconds
+            if step.why:
+                return fail("build", step.why)
+            trees.b_state = b_key
+        memo = CheckMemo(target.state_dir / "checks")
+        checks = run_checks(target, memo, _digest(b_key), trees.b, trees.a, env_b, env_a, logs,
+                            cancel)
+        if checks.outcome == "cancelled":
+            return fail("cancelled", "block cancelled")
+        if checks.outcome == "failed":
+            return fail("checks_failed", checks.detail, passed=False)
+        why = run_compare(target, memo, _digest(a_key), _digest(b_key), trees.a, trees.b, env_a,
+                          env_b, logs, cancel)
         if why:
-            return fail("build", why)
-        why = _prep(target.checks, trees.b, env_b, logs, "checks", target, cancel)
-        if why:
-            return fail("checks", why, checks=False)
+            return fail("compare", why, passed=False)
     checks_ok: bool | None = True if (cand is not None and target.checks) else None
 
     warmups: list[tuple[str, float]] = []
@@ -193,6 +378,12 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
                 return fail("cancelled", "block cancelled")
             if wall is not None:
                 warmups.append((role_ch, wall))
+
+    def result(runs: list[RunResult], error: str = "", kind: str = "") -> BlockResult:
+        return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
+                           checks_ok, error, kind, time.monotonic() - start,
+                           warmups=tuple(warmups), build_s=build_s, checks_runs=checks.runs,
+                           checks_outcome=checks.outcome, checks_detail=checks.detail)
 
     metric_specs = (target.metric, *target.guards)
     runs: list[RunResult] = []
@@ -227,8 +418,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         elif r.timed_out:
             status, reason = RunStatus.TIMEOUT, f"killed after {target.bench.timeout_s:g}s"
         elif r.exit_code != 0:
-            tail = (r.stderr or r.stdout).strip().splitlines()[-2:]
-            status, reason = RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(tail)}"
+            lines = (r.stderr or r.stdout).strip().splitlines()[-2:]
+            status, reason = RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(lines)}"
         else:
             metrics, status, reason = _read_all(metric_specs, r.stdout, cwd)
         if status is RunStatus.OK and target.holdout is not None and target.holdout_metric:
@@ -248,9 +439,10 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
                               str(logs / f"r{i + 1}-{role_ch}.out"),
                               str(logs / f"r{i + 1}-{role_ch}.err"), slot.name, holdout))
         if status is RunStatus.HARNESS_CHANGED and role is Role.CANDIDATE:
-            return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
-                               checks_ok, reason, "harness_changed", time.monotonic() - start)
+            trees.b_state = ""
+            return result(runs, reason, "harness_changed")
         if status is RunStatus.HARNESS_CHANGED:
             trees.a_state = ""
-    return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs), checks_ok,
-                       "", "", time.monotonic() - start, tuple(warmups))
+        if role is Role.INCUMBENT and status in (RunStatus.CRASHED, RunStatus.TIMEOUT):
+            break  # fail fast: the loop stops on a broken incumbent, the rest would wait too
+    return result(runs)

@@ -9,7 +9,10 @@ outputs survive, so builds stay warm), and records kept candidates as commits on
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import math
+import operator
 import os
 import re
 import subprocess
@@ -17,6 +20,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
@@ -26,6 +30,9 @@ from .model import ParamValue
 # a symbolic link: a new link, a mode change to or from a link, an edit of a link's target.
 _SYMLINK = re.compile(r"^(?:new file mode|new mode|old mode) 120000\s*$"
                       r"|^index [0-9a-f]+\.\.[0-9a-f]+ 120000\s*$", re.MULTILINE)
+# Folders that hold build outputs: `git clean` leaves them in a slot's tree (warm builds)
+# even where the project does not ignore them.
+BUILD_DIRS = ("build/", "_build/", "cmake-build-*/", "builddir/", "target/")
 
 
 def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
@@ -136,8 +143,55 @@ def rewrite_assignment(text: str, name: str, value: ParamValue, file: str) -> st
         raise PatchError(f"parameter {name}: expected exactly one line `{name} = ...` at the "
                          f"start of a line in {file}, found {len(hits)}")
     m = hits[0]
+    if same_value(m.group(1), value):
+        return text  # the file's own spelling (`2**19`) stays, and its mtime with it
     comment = f"  {m.group(2)}" if m.group(2) else ""
     return text[: m.start()] + f"{name} = {python_literal(value)}{comment}" + text[m.end():]
+
+
+_OPS: dict[type, Any] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                         ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,
+                         ast.Pow: operator.pow, ast.Mod: operator.mod,
+                         ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def literal_value(source: str) -> Any:
+    """The value of a constant expression (``524288``, ``2**19``, ``3e-4``, ``'x'``).
+
+    Only literals and arithmetic on them; anything else raises ValueError.
+    """
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and right > 64:
+                raise ValueError("exponent too large")
+            return _OPS[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand))
+        raise ValueError(f"not a constant expression: {ast.dump(node)[:60]}")
+
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(str(exc)) from None
+    return ev(tree.body)
+
+
+def same_value(source: str, value: ParamValue) -> bool:
+    """Whether the expression ``source`` already evaluates to ``value``."""
+    try:
+        current = literal_value(source)
+    except (ValueError, ArithmeticError, TypeError):
+        return False
+    if isinstance(value, bool) or isinstance(current, bool):
+        return type(current) is type(value) and current == value
+    if isinstance(value, str) or isinstance(current, str):
+        return isinstance(current, str) and isinstance(value, str) and current == value
+    if isinstance(value, int) and isinstance(current, int):
+        return current == value
+    return math.isclose(float(current), float(value), rel_tol=1e-12, abs_tol=0.0)
 
 
 def python_literal(value: ParamValue) -> str:
@@ -294,8 +348,19 @@ class Workspace:
         return oid == commit and not changes
 
     def reset(self, path: Path, commit: str) -> None:
+        """Check out ``commit``, dropping changes; build folders stay (warm builds)."""
         git(["checkout", "-q", "--force", "--detach", commit], path)
-        git(["clean", "-fdq"], path)
+        keep = [arg for d in BUILD_DIRS for arg in ("-e", d)]
+        git(["clean", "-fdq", *keep], path)
+
+    def fingerprint(self, path: Path) -> str:
+        """What ``path`` holds: its HEAD plus its tracked and staged changes (a digest).
+
+        Build outputs and untracked files are left out, so a build does not change it.
+        """
+        head = git(["rev-parse", "HEAD"], path, check=False).strip()
+        diff = git(["diff", "HEAD", "--binary"], path, check=False)
+        return hashlib.sha256(f"{head}\n{diff}".encode()).hexdigest()[:24]
 
     def materialize(self, path: Path, commit: str, patch: str,
                     params: Mapping[str, ParamValue]) -> dict[str, str]:
@@ -314,7 +379,10 @@ class Workspace:
             f = path / spec.file
             if not f.exists():
                 raise PatchError(f"parameter {name}: file {spec.file} does not exist")
-            f.write_text(rewrite_assignment(f.read_text(), name, value, spec.file))
+            text = f.read_text()
+            new = rewrite_assignment(text, name, value, spec.file)
+            if new != text:
+                f.write_text(new)
         return env
 
     def apply(self, path: Path, patch: str) -> None:

@@ -68,7 +68,7 @@ def test_stale_git_locks_and_dirty_worktrees_are_recovered(tmp_path: Path) -> No
         (trees / name / "data" / "stray.txt").write_text("left over")
     common = repo.root / ".git" / "refs" / "heads" / "assay"
     (common / "main.lock").write_text("")
-    s = api.run(repo.root, budget=4, proposer_obj=ListProposer(items))
+    s = api.run(repo.root, budget=2, proposer_obj=ListProposer(items))  # a second session
     assert s.finished == 4
     states = {e["params"]["SIZE"]: e for e in api.log(repo.root)}
     # Measured normally on the recovered slots: neither failed, and the better one was kept

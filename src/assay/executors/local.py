@@ -53,7 +53,7 @@ class LocalExecutor(Executor):
         with self._lock:
             return [s.name for s in self.slots if s.name not in self._busy]
 
-    def _trees_for(self, slot: Slot) -> SlotTrees:
+    def trees_for(self, slot: Slot) -> SlotTrees:
         if slot.name not in self._trees:
             self._trees[slot.name] = SlotTrees(self.ws.tree(f"{slot.name}-a"),
                                                self.ws.tree(f"{slot.name}-b"))
@@ -76,7 +76,7 @@ class LocalExecutor(Executor):
             self._busy[slot.name] = block.block_id
             token = CancelToken()
             self._tokens[block.block_id] = token
-            trees = self._trees_for(slot)
+            trees = self.trees_for(slot)
         thread = threading.Thread(target=self._work, args=(block, slot, trees, token),
                                   name=f"assay-{slot.name}", daemon=True)
         thread.start()

@@ -319,6 +319,8 @@ def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
                 parts.append(f"build+checks {setup:.2f} s")
         if b.get("checks_passed") is not None:
             parts.append("checks passed" if b["checks_passed"] else "checks FAILED")
+        if b.get("checks_outcome") in ("flaky", "reused"):  # checks run once per candidate
+            parts.append(f"checks {b['checks_outcome']} ({b.get('checks_runs', 0)} run(s))")
         if b.get("error"):
             parts.append(f"{b.get('error_kind') or 'error'}: {b['error']}")
         console.print(escape(parts[0] + " " + ", ".join(parts[1:])), highlight=False,

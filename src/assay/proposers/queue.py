@@ -50,6 +50,8 @@ class QueueProposer(Proposer):
     def __init__(self, files: list[Path]) -> None:
         self.files = files
         self._next = 0
+        self.retry = False  # measure again a patch an earlier experiment already measured
+        self.tried: list[Path] = []  # files skipped (or retried) as already measured
 
     @classmethod
     def from_target(cls, target: Target) -> QueueProposer:
@@ -76,11 +78,21 @@ class QueueProposer(Proposer):
             cand = Candidate(base_commit=context.incumbent.commit, patch=diff,
                              hypothesis=hypothesis, proposer=self.name, sources=sources,
                              meta={"file": f.name})
-            if cand.digest in context.tried_digests:
+            if cand.digest in context.tried_digests and not self.retry:
+                if f not in self.tried:
+                    self.tried.append(f)
                 continue
             out.append(cand)
         return out
 
     def skip_tried(self, names: set[str]) -> None:
-        """On resume: skip the files whose experiments already exist."""
-        self.files = [f for f in self.files if f.name not in names]
+        """Skip the files whose experiments already exist (all kept in ``tried``)."""
+        self.tried = [f for f in self.files if f.name in names]
+        if not self.retry:
+            self._all = list(self.files)
+            self.files = [f for f in self.files if f.name not in names]
+
+    def retry_tried(self) -> None:
+        """Propose again, in order, the files that earlier experiments already measured."""
+        self.retry = True
+        self.files = getattr(self, "_all", self.files)

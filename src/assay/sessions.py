@@ -1,0 +1,214 @@
+"""Sessions: each ``assay run`` is one, with its own budget, name and starting point.
+
+A session begins by naming what changed since the last one (a new commit on the user's
+branch is announced, and ``--from-head`` starts from it with the kept commits it lacks
+replayed on top), then builds the incumbent and runs its checks before anything else
+(:func:`preflight`): checks that fail on the incumbent stop the session at once.
+``assay reset`` archives the journal and removes what assay made in the repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import AssayError
+from .model import ExperimentState, Incumbent
+from .workspace import git
+
+if TYPE_CHECKING:
+    from .config import Target
+    from .executors.base import Executor
+    from .journal import Journal
+    from .loop import Loop
+    from .repository import Repository
+
+SESSIONS_KEY = "sessions"
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    name: str = ""
+    from_head: bool = False
+    retry: bool = False
+
+
+def sessions(journal: Journal) -> list[dict[str, Any]]:
+    raw = journal.get_meta(SESSIONS_KEY) or []
+    return [s for s in raw if isinstance(s, dict)]
+
+
+def _subject(root: Path, commit: str) -> str:
+    return git(["log", "-1", "--format=%s", commit], root, check=False).strip()
+
+
+def _is_ancestor(root: Path, older: str, newer: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=root,
+                          capture_output=True).returncode == 0
+
+
+_UNFINISHED = (ExperimentState.PROPOSED, ExperimentState.QUEUED, ExperimentState.RUNNING,
+               ExperimentState.MEASURED)
+
+
+def begin(loop: Loop, options: SessionOptions) -> int:
+    """Record the session and announce (or follow, with ``from_head``) a new user commit.
+
+    Returns the number of experiments before this session: its budget counts the rest. A
+    session that was interrupted (killed, or stopped with experiments unfinished) is
+    resumed, budget included, rather than started anew.
+    """
+    journal, ws = loop.journal, loop.ws
+    past = sessions(journal)
+    if past and (not past[-1].get("ended") or journal.experiments(list(_UNFINISHED))):
+        last = past[-1]
+        last["ended"] = None
+        journal.set_meta(SESSIONS_KEY, past)
+        loop.emit("session", f"resuming session {last['n']} ({last['name']}), which was "
+                             "interrupted; its budget counts from where it began")
+        return int(last.get("experiments_before", 0))
+    head = ws.head()
+    inc = loop.incumbent
+    last_head = past[-1]["user_head"] if past else journal.get_meta("base_commit")
+    if last_head and head != last_head and head != inc.commit:
+        subject = _subject(loop.target.root, head)
+        if options.from_head:
+            loop.emit("session", f"starting from your new commit {head[:12]} ({subject})")
+            from_head(loop, head)
+        else:
+            loop.emit("session", f"your branch has a new commit since the last session: "
+                                 f"{head[:12]} ({subject}); this session continues from the "
+                                 f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
+                                 "starts from the new commit instead")
+    journal.set_meta("run_name", ws.run_name)
+    before = journal.count_experiments()
+    record: dict[str, Any] = {"n": len(past) + 1, "name": ws.run_name, "started": time.time(),
+              "user_head": head, "incumbent": loop.incumbent.commit,
+              "experiments_before": before}
+    journal.set_meta(SESSIONS_KEY, [*past, record])
+    if len(past):
+        loop.emit("session", f"session {record['n']} ({ws.run_name}); its budget counts only "
+                             "its own experiments")
+    return before
+
+
+def end(journal: Journal) -> None:
+    """Mark the current session finished (a later run starts a new one)."""
+    past = sessions(journal)
+    if past:
+        past[-1]["ended"] = time.time()
+        journal.set_meta(SESSIONS_KEY, past)
+
+
+def from_head(loop: Loop, head: str) -> None:
+    """Make ``head`` plus the kept changes it lacks the incumbent; re-check each replay."""
+    journal, ws = loop.journal, loop.ws
+    inc = loop.incumbent
+    tip = head
+    kept = [e for e in journal.experiments([ExperimentState.KEPT]) if e.commit]
+    params = dict(inc.params)
+    last_id: str | None = None
+    for e in kept:
+        assert e.commit is not None
+        if _is_ancestor(loop.target.root, e.commit, head):
+            continue
+        try:
+            new = ws.commit_candidate(tip, e.candidate.patch, params,
+                                      f"assay {e.id} (replayed on {head[:12]}): "
+                                      f"{e.candidate.hypothesis}")
+        except AssayError as exc:
+            loop.emit("warn", f"{e.id} does not apply on {head[:12]} and is left out: {exc}")
+            continue
+        why = recheck(loop, Incumbent(new, params, e.id))
+        if why:
+            loop.emit("warn", f"{e.id} replayed on {head[:12]} fails its checks and is left "
+                              f"out: {why.splitlines()[0]}")
+            continue
+        tip, last_id = new, e.id
+        loop.emit("session", f"replayed {e.id} on {head[:12]} as {new[:12]} (checks pass)")
+    git(["update-ref", f"refs/heads/{ws.branch}", tip], loop.target.root)
+    journal.set_incumbent(Incumbent(tip, params, last_id))
+
+
+def recheck(loop: Loop, inc: Incumbent) -> str:
+    return preflight(loop.target, loop.ws, loop.executor, inc)
+
+
+def preflight(target: Target, ws: Repository, executor: Executor, inc: Incumbent) -> str:
+    """Build the incumbent on the first slot and run its checks; '' or why not."""
+    from .worker import SlotTrees, check_incumbent
+    from .workspace import Workspace
+
+    if target.checks is None or not executor.slots or not isinstance(ws, Workspace):
+        return ""  # no checks, or a repository without git (a simulation)
+    slot = executor.slots[0]
+    trees_for = getattr(executor, "trees_for", None)
+    trees = trees_for(slot) if trees_for is not None else SlotTrees(
+        ws.tree("check-a"), ws.tree("check-b"))
+    return check_incumbent(target, ws, slot, trees, inc)
+
+
+def holding_branch(root: Path, commit: str, fallback: str) -> str:
+    """The ``assay/...`` branch whose tip is ``commit`` (the fallback when none is)."""
+    out = git(["for-each-ref", "--format=%(refname:short)", "--points-at", commit,
+               "refs/heads/assay/"], root, check=False).split()
+    if fallback in out or not out:
+        return fallback
+    return out[0]
+
+
+def reset(target: Target) -> list[str]:
+    """Archive the journal and logs, remove slot worktrees and run branches; what was done."""
+    from .journal import JOURNAL_NAME, Journal
+    from .lock import RunLock
+
+    state = target.state_dir
+    lock = RunLock(state / "run.lock")
+    lock.acquire()  # refuses while a run is live
+    done: list[str] = []
+    try:
+        branches: set[str] = set()
+        journal_file = state / JOURNAL_NAME
+        if journal_file.exists():
+            j = Journal.open(journal_file, readonly=True)
+            try:
+                names = {str(s.get("name")) for s in sessions(j) if s.get("name")}
+                names.add(str(j.get_meta("run_name", "main")))
+            finally:
+                j.close()
+            branches = {f"assay/{n}" for n in names}
+        archive = state / "archive" / time.strftime("%Y%m%d-%H%M%S")
+        for name in (JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm", "logs",
+                     "research.md"):
+            src = state / name
+            if src.exists():
+                archive.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(src), str(archive / name))
+        if archive.exists():
+            done.append(f"archived the journal to {archive}")
+        trees = state / "worktrees"
+        if trees.is_dir():
+            for tree in sorted(trees.iterdir()):
+                git(["worktree", "remove", "--force", str(tree)], target.root, check=False)
+                if tree.exists():
+                    shutil.rmtree(tree, ignore_errors=True)
+                done.append(f"removed worktree {tree.name}")
+            git(["worktree", "prune"], target.root, check=False)
+        for cache in ("checks", "compare", "pycache", "stop"):
+            p = state / cache
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.exists():
+                p.unlink()
+        for b in sorted(branches):
+            ref = f"refs/heads/{b}"
+            if git(["rev-parse", "--verify", "-q", ref], target.root, check=False).strip():
+                git(["update-ref", "-d", ref], target.root)
+                done.append(f"deleted branch {b}")
+    finally:
+        lock.release()
+    return done

@@ -1,0 +1,180 @@
+"""Build once, measure many; checks once per candidate (and first on the incumbent); compare."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from assay import api
+from assay.checks import failing_tests
+from assay.compare import compare_outputs
+from assay.workspace import rewrite_assignment
+
+from .conftest import TinyFactory, git, patch_work
+
+QUEUE = '[proposer.queue]\npath = "patches"\n'
+
+
+def _commands(root: Path, **cmds: str) -> None:
+    cfg = (root / "assay.toml").read_text()
+    lines = "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in cmds.items())
+    cfg = cfg.replace("bench_timeout = 30\n", "bench_timeout = 30\n" + lines)
+    protected = ", ".join(f'"{p}"' for p in ("bench.py", "build.py", "checks.py", "cmp.py"))
+    cfg = cfg.replace('protected = ["bench.py"]', f"protected = [{protected}]")
+    (root / "assay.toml").write_text(cfg)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "commands")
+
+
+def _queue(root: Path, patches: dict[str, tuple[str, str]]) -> None:
+    folder = root / "patches"
+    folder.mkdir(exist_ok=True)
+    for name, (hyp, diff) in patches.items():
+        (folder / name).write_text(f"# hypothesis: {hyp}\n{diff}")
+
+
+# A build and a checks script that count their runs in a file outside the repository.
+BUILD = """\
+import pathlib, sys, work
+with open(sys.argv[1], "a") as fh:
+    fh.write(f"{pathlib.Path.cwd().name} {work.WORK}\\n")
+"""
+CHECKS = """\
+import os, pathlib, sys, work
+log = pathlib.Path(sys.argv[1])
+with open(log, "a") as fh:
+    fh.write(f"{pathlib.Path.cwd().name} {work.WORK}\\n")
+seen = log.read_text().splitlines().count(f"{pathlib.Path.cwd().name} {work.WORK}")
+if work.WORK == 12345:
+    print("FAILED tests/test_work.py::test_work_is_not_12345 - assert 12345 != 12345")
+    sys.exit(1)
+if work.WORK == 54321 and seen == 1:
+    print("FAILED tests/test_timing.py::test_fast_enough - took 0.2 s")
+    sys.exit(1)
+"""
+
+
+def _tracked(tiny_target: TinyFactory, tmp_path: Path, work: int = 300_000) -> Path:
+    root = tiny_target(work=work, budget=3, pairs=4, extra=QUEUE,
+                       files={"build.py": BUILD, "checks.py": CHECKS})
+    py = sys.executable
+    _commands(root, build=f"{py} build.py {tmp_path / 'builds.log'}",
+              checks=f"{py} checks.py {tmp_path / 'checks.log'}")
+    return root
+
+
+def test_a_candidate_is_built_and_checked_once_across_its_blocks(
+        tiny_target: TinyFactory, tmp_path: Path) -> None:
+    root = _tracked(tiny_target, tmp_path)
+    _queue(root, {"1.patch": ("twice the work", patch_work(root, 600_000)),
+                  "2.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    api.run(root, proposer="queue")
+    builds = (tmp_path / "builds.log").read_text().splitlines()
+    checks = (tmp_path / "checks.log").read_text().splitlines()
+    # The incumbent tree is built once (session start), each candidate once.
+    assert builds.count("s0-a 300000") == 1, builds
+    assert builds.count("s0-b 30000") == 1, builds
+    assert builds.count("s0-b 600000") == 1, builds
+    # Checks: once on the incumbent before anything, then once per candidate.
+    assert checks[0] == "s0-a 300000", checks
+    assert checks.count("s0-b 30000") == 1 and checks.count("s0-b 600000") == 1, checks
+    for exp in ("e0001", "e0002"):
+        blocks = api.show(exp, root)["blocks"]
+        assert len(blocks) >= 2, blocks  # measured in more than one block
+        assert blocks[0]["checks_runs"] == 1 and blocks[0]["checks_outcome"] == "passed"
+        assert all(b["checks_runs"] == 0 for b in blocks[1:]), blocks
+        assert all(b["build_s"] == 0.0 for b in blocks[1:]), blocks  # warm: no rebuild
+
+
+def test_failing_checks_are_told_apart_from_flaky_ones(
+        tiny_target: TinyFactory, tmp_path: Path) -> None:
+    root = _tracked(tiny_target, tmp_path)
+    _queue(root, {"1.patch": ("breaks the checks", patch_work(root, 12345)),
+                  "2.patch": ("a timing test fails once", patch_work(root, 54321))})
+    events: list[str] = []
+    api.run(root, proposer="queue", on_event=lambda k, m, e: events.append(m))
+    log = {e["hypothesis"]: e for e in api.log(root)}
+    broken = log["breaks the checks"]
+    assert broken["state"] == "invalid"
+    assert broken["note"].startswith("checks_failed: tests/test_work.py::test_work_is_not_12345")
+    assert "passed on the incumbent" in broken["note"]
+    flaky = log["a timing test fails once"]
+    assert flaky["state"] in ("kept", "discarded")  # measured: the failure was not its own
+    block = api.show(flaky["id"], root)["blocks"][0]
+    assert block["checks_outcome"] == "flaky" and block["checks_runs"] == 2
+    assert "tests/test_timing.py::test_fast_enough" in block["checks_detail"]
+    assert any("checks_flaky" in m for m in events)
+    checks = (tmp_path / "checks.log").read_text().splitlines()
+    # the real failure: twice on the candidate, once more on the incumbent
+    assert checks.count("s0-b 12345") == 2 and checks.count("s0-a 300000") == 2, checks
+
+
+def test_checks_failing_on_the_incumbent_stop_the_session_at_once(
+        tiny_target: TinyFactory, tmp_path: Path) -> None:
+    root = _tracked(tiny_target, tmp_path, work=12345)
+    _queue(root, {"1.patch": ("less work", patch_work(root, 1000))})
+    summary = api.run(root, proposer="queue")
+    assert "checks fail on the incumbent" in summary.failed
+    assert "test_work_is_not_12345" in summary.failed  # the failing output's tail
+    assert api.log(root)[0]["state"] == "queued" if api.log(root) else True
+    assert not (tmp_path / "builds.log").read_text().count("s0-b")  # nothing else ran
+    assert "r1-A.out" not in "".join(str(p) for p in (root / ".assay").rglob("*.out"))
+
+
+def test_compare_rejects_a_candidate_whose_output_differs(
+        tiny_target: TinyFactory) -> None:
+    cmp = "import work\nprint('sum', 1.0 / work.WORK * 1000)\nprint('ok')\n"
+    root = tiny_target(work=300_000, budget=2, pairs=2, extra=QUEUE, files={"cmp.py": cmp})
+    _commands(root, compare=f"{sys.executable} cmp.py")
+    cfg = (root / "assay.toml").read_text().replace('compare = "', 'compare_rtol = 0.05\ncompare = "')
+    (root / "assay.toml").write_text(cfg)
+    git(root, "commit", "-qam", "rtol")
+    _queue(root, {"1.patch": ("within tolerance", patch_work(root, 290_000)),
+                  "2.patch": ("changes the result", patch_work(root, 30_000))})
+    api.run(root, proposer="queue")
+    log = {e["hypothesis"]: e for e in api.log(root)}
+    assert log["within tolerance"]["state"] in ("kept", "discarded")
+    wrong = log["changes the result"]
+    assert wrong["state"] == "invalid"
+    assert wrong["note"].startswith("compare: the candidate's output differs")
+    assert "line 1" in wrong["note"] and "incumbent: sum 0.00333" in wrong["note"]
+
+
+def test_a_crashing_incumbent_stops_calibration_on_its_first_run(
+        tiny_target: TinyFactory) -> None:
+    root = tiny_target(budget=2, pairs=2, slots=1)
+    cfg = (root / "assay.toml").read_text().replace("aa_blocks = 0", "aa_blocks = 3")
+    (root / "assay.toml").write_text(cfg)
+    (root / "bench.py").write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
+    git(root, "commit", "-qam", "broken bench")
+    summary = api.run(root)
+    assert "calibration stopped" in summary.failed and "crashed" in summary.failed
+    assert "logs:" in summary.failed and "r1-A.err" in summary.failed
+    outs = list((root / ".assay" / "logs" / "cal").rglob("r*-A.out"))
+    assert len(outs) == 1, outs  # one run, not 3 blocks x 4 runs
+
+
+def test_parameters_equal_to_the_file_keep_its_spelling() -> None:
+    text = "TOTAL_BATCH_SIZE = 2**19  # tokens\nLR = 3e-4\n"
+    assert rewrite_assignment(text, "TOTAL_BATCH_SIZE", 524288, "t.py") == text
+    assert rewrite_assignment(text, "LR", 0.0003, "t.py") == text
+    assert rewrite_assignment(text, "LR", 0.001, "t.py").endswith("LR = 0.001\n")
+    assert "TOTAL_BATCH_SIZE = 262144  # tokens" in rewrite_assignment(
+        text, "TOTAL_BATCH_SIZE", 262144, "t.py")
+
+
+def test_failing_test_names_are_read_from_common_runners() -> None:
+    out = ("FAILED tests/test_a.py::test_b - assert 1 == 2\n"
+           "FAIL: test_parse (tests.test_mod.ParseTest)\n"
+           "The following tests FAILED:\n\t  3 - test-backend-ops (Failed)\n"
+           "--- FAIL: TestSum (0.00s)\n")
+    assert failing_tests(out) == ["tests/test_a.py::test_b", "test_parse (tests.test_mod.ParseTest)",
+                                  "test-backend-ops", "TestSum"]
+
+
+def test_compare_outputs_within_tolerance_and_not() -> None:
+    assert compare_outputs("x = 1.000, y = 2\n", "x = 1.001, y = 2\n", rtol=0.01) == []
+    bad = compare_outputs("x = 1.0\nok\n", "x = 1.5\nok\n", rtol=0.01)
+    assert [m.line for m in bad] == [1] and "1.0 differs from 1.5" in bad[0].why
+    assert compare_outputs("a\n", "a\nb\n")[0].why == "the outputs have 1 and 2 lines"
+    assert compare_outputs("status ok\n", "status bad\n")[0].why == "'ok' differs from 'bad'"
