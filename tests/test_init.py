@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +12,15 @@ import pytest
 
 from assay.config import parse
 from assay.errors import ConfigError
-from assay.init import InitPlan, ask_plan, detect, guess_direction, render, write_config
+from assay.init import (
+    InitPlan,
+    apply_answers,
+    ask_plan,
+    detect,
+    guess_direction,
+    render,
+    write_config,
+)
 from assay.model import Direction
 
 
@@ -81,11 +92,13 @@ def test_karpathy_autoresearch(tmp_path: Path) -> None:
     assert plan.editable == ("train.py",)
     assert set(plan.protected) == {"prepare.py", "program.md"}
     assert plan.brief == "program.md" and plan.bench == "uv run train.py"
-    assert ("peak_vram_mb", "minimize") in plan.other_metrics
+    assert plan.guards == (("peak_vram_mb", "minimize"),)
     target = parse(roundtrip(plan), tmp_path)
     assert target.metric.reader == "summary_block"
-    assert target.bench.timeout_s == 900.0
-    assert target.decision.rule == "expensive"
+    assert target.bench.timeout_s == 600.0  # the brief's 10 minutes
+    assert target.decision.rule == "expensive" and target.decision.delta == 0.003
+    assert [g.name for g in target.guards] == ["peak_vram_mb"]
+    assert target.guards[0].unit == "MB"
     assert target.is_protected("prepare.py") and target.is_editable("train.py")
 
 
@@ -216,3 +229,71 @@ def test_strings_are_escaped(tmp_path: Path) -> None:
 ])
 def test_guess_direction(name: str, direction: str) -> None:
     assert guess_direction(name)[0] == direction
+
+
+AUTO = {
+    ".auto/measure.sh": "#!/bin/bash\nset -e\npython bench.py\n",
+    ".auto/checks.sh": "#!/bin/bash\npython -m pytest -q\n",
+    ".auto/prompt.md": "# Make parsing fast\n",
+    ".auto/log.jsonl": '{"type": "config", "name": "s", "metricName": "parse_ms"}\n',
+    "bench.py": 'print(f"METRIC parse_ms={ms}")\n',
+    "src/lib/parse.py": "x = 1\n",
+    "pyproject.toml": '[project]\nname = "lib"\n',
+}
+
+
+def test_pi_autoresearch_current_layout(tmp_path: Path) -> None:
+    plan = detect(make(tmp_path, AUTO))
+    assert plan.layout == "pi-autoresearch" and plan.complete
+    assert plan.bench == "bash .auto/measure.sh" and plan.checks == "bash .auto/checks.sh"
+    assert plan.brief == ".auto/prompt.md" and plan.metric == "parse_ms"
+    assert ".auto/**" in plan.protected and "bench.py" in plan.protected
+    target = parse(roundtrip(plan), tmp_path)
+    assert target.is_protected(".auto/log.jsonl") and target.is_editable("src/lib/parse.py")
+
+
+def _init_cli(root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "assay", "init", "-C", str(root), *flags],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_init_without_a_terminal_writes_what_it_detected(tmp_path: Path) -> None:
+    r = _init_cli(make(tmp_path, AUTO))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "found: .auto/measure.sh: a pi-autoresearch benchmark" in r.stdout
+    assert "Aborted" not in r.stdout + r.stderr
+    assert parse((tmp_path / "assay.toml").read_text(), tmp_path).metric.name == "parse_ms"
+
+
+def test_init_without_a_terminal_names_each_missing_answer(tmp_path: Path) -> None:
+    make(tmp_path, {"CMakeLists.txt": "project(x)\nadd_executable(bench src/bench.c)\n",
+                    "src/bench.c": "int main(void) { return 0; }\n"})
+    r = _init_cli(tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = " ".join((r.stdout + r.stderr).split())
+    assert "missing metric (--metric ...), bench (--bench ...)" in out
+    assert not (tmp_path / "assay.toml").exists()
+    r = _init_cli(tmp_path, "--metric", "ns_per_op", "--bench", "./build/bench")
+    assert r.returncode == 0, r.stdout + r.stderr
+    target = parse((tmp_path / "assay.toml").read_text(), tmp_path)
+    assert target.metric.direction is Direction.MINIMIZE
+    assert target.build is not None and target.build.cmd.endswith("--target bench")
+    assert f"-j {os.cpu_count() or 1}" in target.build.cmd  # one slot: every CPU
+    assert target.editable == ("src/*",)
+
+
+def test_cmake_builds_only_the_bench_targets_and_scopes_editable(tmp_path: Path) -> None:
+    make(tmp_path, {
+        "CMakeLists.txt": "project(x)\nenable_testing()\nadd_subdirectory(ggml)\n"
+                          "add_subdirectory(tests)\n",
+        "ggml/CMakeLists.txt": "add_library(ggml-cpu src/ggml-cpu/ops.cpp)\n"
+                               "add_library(ggml-cuda src/ggml-cuda/mm.cu)\n",
+        "ggml/src/ggml-cpu/ops.cpp": "", "ggml/src/ggml-cuda/mm.cu": "",
+        "tests/CMakeLists.txt": "add_executable(test-ops test-ops.cpp)\n"
+                                "target_link_libraries(test-ops PRIVATE ggml-cpu)\n",
+        "tests/test-ops.cpp": ""})
+    plan = apply_answers(detect(tmp_path), {"metric": "us", "bench": "./build/bin/test-ops perf"})
+    assert plan.build.endswith("--target test-ops")
+    assert plan.editable == ("ggml/src/ggml-cpu/*",)  # not the GPU backends, not the test
+    parse(roundtrip(plan), tmp_path)

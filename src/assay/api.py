@@ -268,17 +268,25 @@ def export(fmt: str, root: str | Path = ".", out: str | Path | None = None,
     return text
 
 
-def init(root: str | Path = ".", force: bool = False, ask: Any = None) -> Path:
+def init(root: str | Path = ".", force: bool = False, ask: Any = None,
+         answers: dict[str, str] | None = None, show: Any = None) -> Path:
+    """Detect, complete (flags, then questions when ``ask`` is given) and write assay.toml.
+
+    Without ``ask`` (no terminal) nothing is asked: a plan still missing an answer raises a
+    ConfigError naming each one and the flag that gives it. ``show(text)`` receives what was
+    detected before anything is written.
+    """
     from . import init as init_mod
 
     root_path = Path(root).resolve()
-    plan = init_mod.detect(root_path)
+    plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
+    if show is not None:
+        show(plan.describe())
     if not plan.complete:
-        if ask is not None:
-            plan = init_mod.ask_plan(root_path, ask, plan=plan)
-        elif not plan.detected:
-            raise AssayError(f"{root_path}: no known project layout found; run `assay init` in a "
-                             "terminal to answer a few questions")
+        if ask is None:
+            raise ConfigError(init_mod.missing_message(plan), file=str(root_path / "assay.toml"),
+                              valid=", ".join(init_mod.FLAGS[m] for m in plan.missing))
+        plan = init_mod.ask_plan(root_path, ask, plan=plan)
     return init_mod.write_config(root_path, plan, force=force)
 
 

@@ -71,11 +71,21 @@ def _pct(v: float | None) -> str:
 
 @app.command()
 def init(root: Path = ROOT, force: bool = typer.Option(False, "--force",
-                                                        help="Overwrite an existing assay.toml.")
+                                                        help="Overwrite an existing assay.toml."),
+         metric: str = typer.Option("", help="The metric's name, as the benchmark prints it."),
+         direction: str = typer.Option("", help="maximize or minimize."),
+         bench: str = typer.Option("", help="The benchmark command."),
+         checks: str = typer.Option("", help="The correctness check command."),
+         build: str = typer.Option("", help="The build command."),
+         editable: str = typer.Option("", help="Editable globs, comma-separated."),
          ) -> None:
-    """Detect the project's layout and write an assay.toml (asks when it cannot tell)."""
+    """Detect the project's layout and write an assay.toml (asks only in a terminal)."""
+    answers = {"metric": metric, "direction": direction, "bench": bench, "checks": checks,
+               "build": build, "editable": editable}
+    ask = (lambda q, d: typer.prompt(q, default=d)) if sys.stdin.isatty() else None
     try:
-        path = api.init(root, force=force, ask=lambda q, d: typer.prompt(q, default=d))
+        path = api.init(root, force=force, ask=ask, answers=answers,
+                        show=lambda text: console.print(escape(text), highlight=False))
     except AssayError as exc:
         _fail(exc)
     console.print(f"wrote [bold]{path}[/]; review it, then run [bold]assay run[/]")

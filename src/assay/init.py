@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .config import CONFIG_NAME, READERS, parse
 from .errors import ConfigError
@@ -63,6 +65,17 @@ _MINIMIZE_WORDS = {
 
 
 @dataclass(frozen=True)
+class Knob:
+    """A hyperparameter found as ``NAME = number`` in a training script."""
+
+    name: str
+    type: str  # int or float
+    default: int | float
+    choices: tuple[int | float, ...]
+    file: str = "train.py"
+
+
+@dataclass(frozen=True)
 class InitPlan:
     """What ``assay init`` proposes to write, and why."""
 
@@ -87,6 +100,9 @@ class InitPlan:
     proposer: str = "llm"
     rule: str = "sequential"
     delta: float = 0.01
+    guards: tuple[tuple[str, str], ...] = ()  # (name, direction): written as [[guards]]
+    params: tuple[Knob, ...] = ()  # written as [[params]] (apply = "assign")
+    cmake_scoped: bool = False  # the build and editable scope follow the bench's targets
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -227,27 +243,36 @@ def detect(root: Path) -> InitPlan:
     """Read ``root`` and propose a plan. Runs nothing."""
     root = Path(root)
     plan = InitPlan(root=root)
+    jobs = cpu_share(plan.slots)
     found: list[str] = []
     notes: list[str] = []
     protected: list[str] = []
 
-    bench_sh = root / "autoresearch.sh"
+    pi = _pi_files(root)
     train = root / "train.py"
-    if bench_sh.is_file():
+    if pi is not None:
+        measure, checks_name, prompt_name = pi
+        bench_sh = root / measure
         script = _read(bench_sh)
-        helpers = _referenced_files(root, script)
-        checks_sh = root / "autoresearch.checks.sh"
+        helpers = [h for h in _referenced_files(root, script) if h != measure]
+        checks_sh = root / checks_name
         scripts = [script] + [_read(root / h) for h in helpers]
         checks = ""
-        protected.append("autoresearch.sh")
+        protected.append(".auto/**" if measure.startswith(".auto/") else measure)
         if checks_sh.is_file():
-            checks = "bash autoresearch.checks.sh"
-            protected.append("autoresearch.checks.sh")
-            found.append("autoresearch.checks.sh: the correctness checks")
+            checks = f"bash {checks_name}"
+            if not measure.startswith(".auto/"):
+                protected.append(checks_name)
+            found.append(f"{checks_name}: the correctness checks")
         protected += [h for h in helpers if h not in protected]
         names = _metric_names(scripts)
-        found.insert(0, "autoresearch.sh: a pi-autoresearch benchmark"
+        layout_name = "current .auto/ layout" if measure.startswith(".auto/") else \
+            "legacy flat layout"
+        found.insert(0, f"{measure}: a pi-autoresearch benchmark ({layout_name})"
                      + (f" (also reads {', '.join(helpers)})" if helpers else ""))
+        if (root / ".auto" / "log.jsonl").is_file():
+            found.append(".auto/log.jsonl: pi-autoresearch's own log (left as it is; "
+                         "`assay export jsonl` writes the same format)")
         metric, direction = "", "maximize"
         others: list[tuple[str, str]] = []
         if names:
@@ -260,12 +285,14 @@ def detect(root: Path) -> InitPlan:
         else:
             notes.append("no 'METRIC name=' found in autoresearch.sh or the files it "
                          "names; give the metric name")
-        brief = "autoresearch.md" if (root / "autoresearch.md").is_file() else ""
-        if brief:
+        brief = prompt_name if (root / prompt_name).is_file() else ""
+        if brief and brief not in protected and not brief.startswith(".auto/"):
             protected.append(brief)
         plan = replace(plan, layout="pi-autoresearch", metric=metric, direction=direction,
-                       reader="metric_lines", bench="bash autoresearch.sh", checks=checks,
-                       brief=brief, other_metrics=tuple(others), proposer="llm")
+                       reader="metric_lines", bench=f"bash {measure}", checks=checks,
+                       brief=brief, other_metrics=tuple(others), proposer="queue")
+        notes.append("proposer queue: put patch files in patches/ (or set proposer = "
+                     "\"agent\" with a [proposer.agent] command)")
     elif train.is_file() and ("---" in _read(train) or (root / "prepare.py").is_file()):
         text = _read(train)
         tail = text[text.find("---"):] if "---" in text else ""
@@ -291,20 +318,37 @@ def detect(root: Path) -> InitPlan:
                                             if name == "prepare.py" else "the brief"))
         protected += protected_here
         uv = (root / "uv.lock").is_file()
+        knobs = _knobs(text)
+        guards = (("peak_vram_mb", "minimize"),) if "peak_vram_mb" in text else ()
+        if knobs:
+            found.append("train.py hyperparameters to sweep: "
+                         + ", ".join(k.name for k in knobs))
+        notes.append("proposer sweep over train.py's hyperparameters (no model is configured; "
+                     "set proposer = \"llm\" with a [proposer.llm] table to use one)")
         plan = replace(plan, layout="autoresearch", metric=metric, direction=direction,
                        reader="summary_block", bench="uv run train.py" if uv
-                       else "python train.py", bench_timeout=900.0,
+                       else "python train.py", bench_timeout=600.0,
                        editable=("train.py",),
                        brief="program.md" if (root / "program.md").is_file() else "",
-                       other_metrics=tuple(others), proposer="llm", rule="expensive",
-                       budget=12)
+                       other_metrics=tuple(o for o in others if o not in guards),
+                       guards=guards, params=knobs, proposer="sweep" if knobs else "queue",
+                       rule="expensive", budget=12, delta=0.003)
 
     cmake = root / "CMakeLists.txt"
     if cmake.is_file():
         text = _read(cmake)
         found.append("CMakeLists.txt: a CMake project (Release build)")
-        build = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && "
-                 "cmake --build build -j")
+        launcher = ""
+        if shutil.which("ccache"):
+            launcher = (" -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+                        " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+            found.append("ccache is installed: builds use it (assay points CCACHE_BASEDIR at "
+                         "each slot's tree, so slots share hits)")
+        else:
+            notes.append("install ccache: each slot's tree then reuses the others' "
+                         "compilations (assay sets CCACHE_BASEDIR)")
+        build = (f"cmake -S . -B build -DCMAKE_BUILD_TYPE=Release{launcher} && "
+                 f"cmake --build build -j {jobs}")
         checks = plan.checks
         if not checks and re.search(r"enable_testing|add_test|CTest", text):
             checks = "ctest --test-dir build --output-on-failure"
@@ -312,6 +356,14 @@ def detect(root: Path) -> InitPlan:
         plan = replace(plan, build=plan.build or build, checks=checks,
                        layout=plan.layout if plan.detected else "cmake")
         protected.append("CMakeLists.txt")
+    elif (root / "Makefile").is_file() and not plan.build:
+        found.append("Makefile: a make build")
+        cc = ' CC="ccache cc" CXX="ccache c++"' if shutil.which("ccache") else ""
+        if not cc:
+            notes.append("install ccache and build with CC=\"ccache cc\": slots then share "
+                         "compilations")
+        plan = replace(plan, build=f"make -j {jobs}{cc}",
+                       layout=plan.layout if plan.detected else "make")
 
     why_pytest = _has_pytest(root)
     if why_pytest:
@@ -337,10 +389,165 @@ def detect(root: Path) -> InitPlan:
             notes.append(f"editable files guessed from the code present: {', '.join(globs)}")
 
     if not plan.detected:
-        found.append("no benchmark layout recognised (autoresearch.sh, train.py, "
-                     "CMakeLists.txt, pytest, pyproject.toml)")
-    return replace(plan, found=tuple(found), notes=tuple(notes),
+        found.append("no benchmark layout recognised (.auto/measure.sh, autoresearch.sh, "
+                     "train.py, CMakeLists.txt, Makefile, pytest, pyproject.toml)")
+    plan = replace(plan, found=tuple(found), notes=tuple(notes),
                    protected=tuple(dict.fromkeys(protected)))
+    return scope_cmake(plan) if cmake.is_file() else plan
+
+
+def cpu_share(slots: int) -> int:
+    """Build jobs for one slot: this machine's CPUs divided among the slots."""
+    return max(1, (os.cpu_count() or 1) // max(1, slots))
+
+
+def _pi_files(root: Path) -> tuple[str, str, str] | None:
+    """(measure, checks, prompt) of a pi-autoresearch project, current layout first."""
+    auto = root / ".auto"
+    if (auto / "measure.sh").is_file():
+        return ".auto/measure.sh", ".auto/checks.sh", ".auto/prompt.md"
+    if (root / "autoresearch.sh").is_file():
+        return "autoresearch.sh", "autoresearch.checks.sh", "autoresearch.md"
+    return None
+
+
+_KNOB = re.compile(r"^([A-Z][A-Z0-9_]*)[ \t]*=[ \t]*([0-9.eE+\-*/ ]+?)[ \t]*(?:#.*)?$",
+                   re.MULTILINE)
+_KNOB_WORDS = ("LR", "BATCH", "DEPTH", "WARMUP", "WARMDOWN", "DECAY", "RATIO", "FRAC",
+               "ASPECT", "HEAD_DIM", "DIM", "MULT", "BETA", "MOMENTUM")
+
+
+def _knobs(text: str, limit: int = 6) -> tuple[Knob, ...]:
+    """Top-level numeric hyperparameters of a training script, with a small grid each."""
+    from .workspace import literal_value
+
+    out: list[Knob] = []
+    found = [m for m in _KNOB.finditer(text) if any(w in m.group(1) for w in _KNOB_WORDS)]
+    # learning rates and schedules first: they are what such a script's notes tune
+    found.sort(key=lambda m: next(i for i, w in enumerate(_KNOB_WORDS) if w in m.group(1)))
+    for m in found:
+        name, expr = m.group(1), m.group(2)
+        if any(k.name == name for k in out):
+            continue
+        try:
+            value = literal_value(expr)
+        except (ValueError, ArithmeticError, TypeError):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            continue
+        if isinstance(value, int):
+            choices: tuple[int | float, ...] = tuple(sorted({max(1, value // 2), value,
+                                                             value * 2}))
+            out.append(Knob(name, "int", value, choices))
+        else:
+            high = min(1.0, value * 1.5) if ("FRAC" in name or "RATIO" in name) and \
+                value <= 1 else value * 2
+            grid = sorted({float(f"{value * 0.5:.4g}"), value, float(f"{high:.4g}")})
+            out.append(Knob(name, "float", value, tuple(grid)))
+        if len(out) >= limit:
+            break
+    return tuple(out)
+
+
+_EXE = re.compile(r"(?:^|[\s;&|(])\.?/?build/(?:bin/)?([A-Za-z0-9_.\-]+)")
+_CM_CALL = re.compile(r"\b(add_executable|add_library|target_link_libraries)\s*\(([^)]*)\)",
+                      re.IGNORECASE)
+
+
+def _cmake_graph(root: Path) -> tuple[dict[str, tuple[str, list[str]]], dict[str, list[str]]]:
+    """{target: (folder, sources)} and {target: linked targets} from the CMakeLists.txt files."""
+    sources: dict[str, tuple[str, list[str]]] = {}
+    links: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("CMakeLists.txt")):
+        rel = path.parent.relative_to(root).as_posix()
+        if len(path.relative_to(root).parts) > 6 or (rel != "." and rel.startswith(("build", "."))):
+            continue
+        for kind, body in _CM_CALL.findall(_read(path)):
+            words = [w for w in re.split(r"\s+", body.strip()) if w]
+            if not words:
+                continue
+            name, rest = words[0], words[1:]
+            if kind.lower() == "target_link_libraries":
+                links.setdefault(name, []).extend(w for w in rest if w not in (
+                    "PUBLIC", "PRIVATE", "INTERFACE"))
+            else:
+                files = [w for w in rest if Path(w).suffix in _CODE_EXTS]
+                sources[name] = ("" if rel == "." else rel, files)
+    return sources, links
+
+
+def scope_cmake(plan: InitPlan, keep_editable: bool = False) -> InitPlan:
+    """Build only the bench's and checks' targets, and scope editable to their sources."""
+    targets = list(dict.fromkeys(_EXE.findall(f"{plan.bench} ; {plan.checks}")))
+    if not targets or not plan.build.startswith("cmake"):
+        return plan
+    build = plan.build
+    if " --target " not in build:
+        build = f"{build} --target {' '.join(targets)}"
+    graph, links = _cmake_graph(plan.root)
+    dirs: list[str] = []
+    seen: set[str] = set()
+    todo = list(targets)
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        folder, files = graph.get(t, ("", []))
+        for f in files:
+            d = str(Path(folder, f).parent.as_posix()) if "/" in f or folder else "."
+            if d not in dirs and not d.startswith("$"):
+                dirs.append(d)
+        todo.extend(x for x in links.get(t, []) if x in graph)
+    test_like = [d for d in dirs if re.search(r"(^|/)(tests?|tools|bench\w*)(/|$)", d)]
+    editable = tuple(f"{d}/*" if d != "." else "*.c*" for d in dirs if d not in test_like)
+    notes = list(plan.notes)
+    found = [*plan.found, f"build only the targets the bench and checks run: "
+                          f"{', '.join(targets)}"]
+    if editable and not keep_editable:
+        notes.append("editable scoped to the sources of those targets and the libraries they "
+                     "link: " + ", ".join(editable))
+        return replace(plan, build=build, editable=editable, found=tuple(found),
+                       notes=tuple(notes), cmake_scoped=True)
+    return replace(plan, build=build, found=tuple(found), cmake_scoped=True)
+
+
+FLAGS = {"metric": "--metric", "bench": "--bench", "editable": "--editable",
+         "direction": "--direction", "checks": "--checks", "build": "--build"}
+
+
+def apply_answers(plan: InitPlan, answers: Mapping[str, str]) -> InitPlan:
+    """The plan with answers given on the command line (``--metric``, ``--bench`` ...)."""
+    given = {k: v for k, v in answers.items() if v}
+    if not given:
+        return plan
+    changes: dict[str, Any] = {}
+    if "metric" in given:
+        changes["metric"] = given["metric"]
+        if "direction" not in given:
+            changes["direction"] = guess_direction(given["metric"])[0]
+    if "direction" in given:
+        if given["direction"] not in ("maximize", "minimize"):
+            raise ConfigError(f"--direction {given['direction']!r} is not maximize or minimize",
+                              file=CONFIG_NAME, valid="maximize, minimize")
+        changes["direction"] = given["direction"]
+    for key in ("bench", "checks", "build"):
+        if key in given:
+            changes[key] = given[key]
+    if "editable" in given:
+        changes["editable"] = tuple(g for g in re.split(r"[,\s]+", given["editable"]) if g)
+    out = replace(plan, **changes, notes=(*plan.notes, "given on the command line: "
+                                          + ", ".join(sorted(given))))
+    if (plan.root / "CMakeLists.txt").is_file():
+        out = scope_cmake(out, keep_editable="editable" in given)
+    return out
+
+
+def missing_message(plan: InitPlan) -> str:
+    """What an unattended ``assay init`` could not find, with the flag that gives each."""
+    parts = [f"{m} ({FLAGS[m]} ...)" for m in plan.missing]
+    return ("cannot write assay.toml without a terminal: missing " + ", ".join(parts)
+            + "; pass them as flags, or run `assay init` in a terminal to answer questions")
 
 
 # --------------------------------------------------------------------------- asking
@@ -489,6 +696,14 @@ def render(plan: InitPlan) -> str:
                     "# tolerance = 0.02  # the relative regression allowed (2%)", "#"]
         out.pop()
 
+    for name, direction in plan.guards:
+        out += ["", "# A guard: a candidate worsening it by more than its tolerance is not kept.",
+                "[[guards]]", f"name = {_q(name)}", f"direction = {_q(direction)}",
+                f"reader = {_q(plan.reader)}"]
+        if name.endswith("_mb"):
+            out.append('unit = "MB"  # exports convert it (memory_gb in results.tsv)')
+        out.append("tolerance = 0.05  # the relative regression allowed (5%)")
+
     out += ["", "[commands]",
             "# Runs the benchmark and prints the metric; one run per measurement, on an",
             "# isolated slot, so it should not depend on anything another run changes."]
@@ -522,6 +737,13 @@ def render(plan: InitPlan) -> str:
                "data.")
     out.append("# (assay.toml itself is always protected.)")
     out.append(f"protected = {_qlist(plan.protected)}")
+
+    for k in plan.params:
+        out += ["", f"# {k.name} in {k.file}: the sweep tries these values (the file keeps its "
+                "own spelling", "# of a value it already holds).", "[[params]]",
+                f"name = {_q(k.name)}", f"type = {_q(k.type)}",
+                "choices = [" + ", ".join(repr(c) for c in k.choices) + "]",
+                f"default = {k.default!r}", 'apply = "assign"', f"file = {_q(k.file)}"]
 
     out += ["", "[run]", "# Benchmarks run in parallel, one per slot (use 1 for a single "
             "GPU or a noisy machine)."]

@@ -1,0 +1,119 @@
+"""Exports read back the way the other tools read them.
+
+JSONL: pi-autoresearch's loader (``reconstructJsonlState`` in its ``jsonl.ts``): lines are
+parsed one by one; an object with ``type == "config"`` sets the name, metric and direction;
+an object whose ``run`` is a number is a run, its fields taken only when they have the
+loader's types (``metric`` a number, ``metrics`` an object of numbers, ``status`` one of
+keep/discard/crash/checks_failed, anything else read as keep). TSV: pandas, as karpathy's
+analysis notebook reads ``results.tsv``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from assay import api
+
+from .conftest import TinyFactory, git, patch_work
+
+PI_STATUSES = ("keep", "discard", "crash", "checks_failed")
+
+
+def pi_load(text: str) -> dict[str, Any]:
+    """pi-autoresearch's JSONL reconstruction, field for field."""
+    state: dict[str, Any] = {"name": None, "metricName": "metric", "metricUnit": "",
+                             "bestDirection": "lower", "results": [], "configs": 0}
+    for line in filter(None, text.split("\n")):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") == "config":
+            state["configs"] += 1
+            for key in ("name", "metricName", "metricUnit"):
+                if isinstance(entry.get(key), str):
+                    state[key] = entry[key]
+            state["bestDirection"] = "higher" if entry.get("bestDirection") == "higher" \
+                else "lower"
+            continue
+        run = entry.get("run")
+        if not isinstance(run, (int, float)) or isinstance(run, bool):
+            continue
+        metrics = entry.get("metrics")
+        status = entry.get("status")
+        state["results"].append({
+            "run": run,
+            "commit": entry["commit"] if isinstance(entry.get("commit"), str) else "",
+            "metric": entry["metric"] if isinstance(entry.get("metric"), (int, float)) else 0,
+            "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+            if isinstance(metrics, dict) else {},
+            "status": status if status in PI_STATUSES else "keep",
+            "raw_status": status,
+            "description": entry["description"] if isinstance(entry.get("description"), str)
+            else "",
+            "timestamp": entry["timestamp"] if isinstance(entry.get("timestamp"), (int, float))
+            else 0,
+            "confidence": entry["confidence"]
+            if isinstance(entry.get("confidence"), (int, float)) else None,
+        })
+    return state
+
+
+def _journal(tiny_target: TinyFactory) -> Path:
+    checks = "import sys, work\nsys.exit(1 if work.WORK == 12345 else 0)\n"
+    root = tiny_target(work=300_000, budget=3, pairs=4,
+                       extra='[proposer.queue]\npath = "patches"\n', files={"checks.py": checks})
+    cfg = (root / "assay.toml").read_text().replace(
+        "bench_timeout = 30", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"')
+    cfg = cfg.replace('protected = ["bench.py"]', 'protected = ["bench.py", "checks.py"]')
+    (root / "assay.toml").write_text(cfg)
+    git(root, "commit", "-qam", "checks")
+    folder = root / "patches"
+    folder.mkdir()
+    for name, hyp, work in (("1.patch", "four times the work", 1_200_000),
+                            ("2.patch", "breaks the checks", 12345),
+                            ("3.patch", "a tenth of the work", 30_000)):
+        (folder / name).write_text(f"# hypothesis: {hyp}\n{patch_work(root, work)}")
+    api.run(root, proposer="queue")
+    return root
+
+
+def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None:
+    root = _journal(tiny_target)
+    state = pi_load(api.export("jsonl", root))
+    assert state["configs"] == 1
+    assert (state["metricName"], state["bestDirection"]) == ("speed", "higher")
+    runs = state["results"]
+    assert [r["run"] for r in runs] == [1, 2, 3, 4]  # every run loaded, the baseline first
+    assert [r["raw_status"] for r in runs] == ["keep", "discard", "checks_failed", "keep"]
+    assert runs[0]["description"] == "baseline" and runs[0]["metric"] > 0
+    assert all(r["timestamp"] > 1e12 for r in runs)  # milliseconds, as Date.now()
+    assert all("mem_kb" in r["metrics"] for r in runs if r["raw_status"] != "checks_failed")
+    kept = runs[3]
+    assert kept["commit"] and kept["metric"] > runs[0]["metric"] * 3
+    assert runs[1]["metric"] < runs[0]["metric"]  # the slower one shows slower
+
+
+def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory) -> None:
+    root = _journal(tiny_target)
+    df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
+    assert list(df.columns) == ["commit", "speed", "memory_gb", "status", "description"]
+    assert list(df["status"]) == ["keep", "discard", "crash", "keep"]
+    assert df["description"][0] == "baseline"
+    base, slower, broken, kept = (df.iloc[i] for i in range(4))
+    # mem_kb = 100 KiB, converted by the guard's unit: 100 * 1024 / 1024**3 GB
+    assert base["memory_gb"] == round(100 * 1024 / 1024 ** 3, 1)
+    assert broken["speed"] == 0.0
+    exp = {e["hypothesis"]: e for e in api.log(root)}
+    d = exp["four times the work"]["decision"]
+    # a discard shows its decided effect applied to the incumbent's value
+    assert abs(slower["speed"] - d["details"]["incumbent_value"] * (1 + d["effect"])) < 1e-3
+    assert slower["speed"] < base["speed"] < kept["speed"]
