@@ -126,7 +126,8 @@ def test_compare_rejects_a_candidate_whose_output_differs(
     cmp = "import work\nprint('sum', 1.0 / work.WORK * 1000)\nprint('ok')\n"
     root = tiny_target(work=300_000, budget=2, pairs=2, extra=QUEUE, files={"cmp.py": cmp})
     _commands(root, compare=f"{sys.executable} cmp.py")
-    cfg = (root / "assay.toml").read_text().replace('compare = "', 'compare_rtol = 0.05\ncompare = "')
+    cfg = (root / "assay.toml").read_text()
+    cfg = cfg.replace('compare = "', 'compare_rtol = 0.05\ncompare = "')
     (root / "assay.toml").write_text(cfg)
     git(root, "commit", "-qam", "rtol")
     _queue(root, {"1.patch": ("within tolerance", patch_work(root, 290_000)),
@@ -168,7 +169,8 @@ def test_failing_test_names_are_read_from_common_runners() -> None:
            "FAIL: test_parse (tests.test_mod.ParseTest)\n"
            "The following tests FAILED:\n\t  3 - test-backend-ops (Failed)\n"
            "--- FAIL: TestSum (0.00s)\n")
-    assert failing_tests(out) == ["tests/test_a.py::test_b", "test_parse (tests.test_mod.ParseTest)",
+    assert failing_tests(out) == ["tests/test_a.py::test_b",
+                                  "test_parse (tests.test_mod.ParseTest)",
                                   "test-backend-ops", "TestSum"]
 
 

@@ -116,7 +116,7 @@ class _Checker:
         logs = self.logs / tree[:12]
         why = ""
         for name, cmd in (("build", self.target.build), ("checks", self.target.checks)):
-            why = _prep(cmd, path, env, logs, name, self.target, None)
+            why = _prep(cmd, path, env, logs, name, self.target, None).why
             if why:
                 break
         self.cache[tree] = why
