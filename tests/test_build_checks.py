@@ -149,7 +149,7 @@ def test_a_crashing_incumbent_stops_calibration_on_its_first_run(
     (root / "bench.py").write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     git(root, "commit", "-qam", "broken bench")
     summary = api.run(root)
-    assert "calibration stopped" in summary.failed and "crashed" in summary.failed
+    assert "calibration failed" in summary.failed and "crashed" in summary.failed
     assert "logs:" in summary.failed and "r1-A.err" in summary.failed
     outs = list((root / ".assay" / "logs" / "cal").rglob("r*-A.out"))
     assert len(outs) == 1, outs  # one run, not 3 blocks x 4 runs

@@ -69,12 +69,12 @@ def test_quiet_run_prints_one_line_per_decided_experiment(bare_target: Path) -> 
     assert all(LINE.match(ln) or ln.startswith("pair noise") for ln in body if ln), body
     assert "experiments: 3 finished (" in proc.stdout
 
-    verbose = assay_cli("run", "-C", str(bare_target), "--budget", "5", "-v")
+    verbose = assay_cli("run", "-C", str(bare_target), "--budget", "2", "-v")  # a session
     assert verbose.returncode == 0, verbose.stderr
     assert "queued:" in verbose.stdout
     assert len([ln for ln in verbose.stdout.splitlines() if LINE.match(ln)]) == 2
 
-    streamed = assay_cli("run", "-C", str(bare_target), "--budget", "7", "--json")
+    streamed = assay_cli("run", "-C", str(bare_target), "--budget", "2", "--json")
     assert streamed.returncode == 0, streamed.stderr
     records = [json.loads(ln) for ln in streamed.stdout.splitlines() if ln.strip()]
     exps = [r for r in records if r["type"] == "experiment"]
