@@ -791,7 +791,9 @@ def _block(r: sqlite3.Row) -> BlockRow:
         lease_expires=r["lease_expires"], attempts=r["attempts"], started_at=r["started_at"],
         finished_at=r["finished_at"],
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
-        error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"])
+        error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
+        build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
+        checks_detail=r["checks_detail"])
 
 
 def _event(r: sqlite3.Row) -> EventRow:

@@ -305,6 +305,10 @@ class BlockRow:
     error: str = ""
     error_kind: str = ""
     wall_s: float | None = None
+    build_s: float | None = None  # seconds spent building (0: the slot's trees were warm)
+    checks_runs: int = 0  # checks runs on the candidate in this block (0: checked before)
+    checks_outcome: str = ""  # passed, reused, flaky, failed ('' without checks)
+    checks_detail: str = ""
 
 
 @dataclass(frozen=True)
