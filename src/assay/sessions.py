@@ -74,16 +74,19 @@ def begin(loop: Loop, options: SessionOptions) -> int:
     head = ws.head()
     inc = loop.incumbent
     last_head = past[-1]["user_head"] if past else journal.get_meta("base_commit")
-    if last_head and head != last_head and head != inc.commit:
-        subject = _subject(loop.target.root, head)
-        if options.from_head:
-            loop.emit("session", f"starting from your new commit {head[:12]} ({subject})")
-            from_head(loop, head)
-        else:
-            loop.emit("session", f"your branch has a new commit since the last session: "
-                                 f"{head[:12]} ({subject}); this session continues from the "
-                                 f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
-                                 "starts from the new commit instead")
+    root = loop.target.root
+    contained = head == inc.commit or _is_ancestor(root, head, inc.commit)
+    subject = _subject(root, head)
+    if options.from_head and not contained:
+        loop.emit("session", f"starting from your branch's HEAD {head[:12]} ({subject})")
+        from_head(loop, head)
+    elif options.from_head:
+        loop.emit("session", f"the incumbent already holds your HEAD {head[:12]}; continuing")
+    elif last_head and head != last_head and not contained:
+        loop.emit("session", f"your branch has a new commit since the last session: "
+                             f"{head[:12]} ({subject}); this session continues from the "
+                             f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
+                             "starts from the new commit instead")
     journal.set_meta("run_name", ws.run_name)
     before = journal.count_experiments()
     record: dict[str, Any] = {"n": len(past) + 1, "name": ws.run_name, "started": time.time(),
