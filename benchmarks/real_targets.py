@@ -170,6 +170,60 @@ def mistune_target(work: Path, scripted: bool) -> tuple[Path, dict[str, tuple[st
     return root, patches
 
 
+C_SLOW = ("    {{ volatile unsigned long assay_slow = 0;  /* assay-bench: slowed incumbent */\n"
+          "      for (unsigned long i = 0; i < {n}UL; i++) assay_slow += i; }}\n")
+C_BENCH = """\
+#!/bin/sh
+# Time one compression of the corpus by minigzip, best of three, in milliseconds.
+set -e
+exe="$1"
+best=""
+for i in 1 2 3; do
+    t0=$(date +%s%N)
+    "$exe" -c bench/corpus.txt > /dev/null
+    t1=$(date +%s%N)
+    ms=$(( (t1 - t0) / 1000000 ))
+    if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
+done
+echo "METRIC compress_ms=$best"
+"""
+
+
+def zlibng_target(work: Path) -> tuple[Path, dict[str, tuple[str, str]]]:
+    """zlib-ng (C, CMake) from the zlib-ng sdist, its deflateInit2 slowed."""
+    src = sdist("zlib_ng") / "src" / "zlib_ng" / "zlib-ng"
+    if not (src / "CMakeLists.txt").is_file():
+        raise SystemExit(f"{src}: no CMakeLists.txt in the zlib-ng sdist")
+    root = work / "zlib-ng"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("build"))
+    (root / "bench").mkdir()
+    words = [f"w{(i * 7919) % 5003}" for i in range(400_000)]
+    (root / "bench" / "corpus.txt").write_text(" ".join(words))
+    (root / "bench" / "time.sh").write_text(C_BENCH)
+    (root / ".gitignore").write_text("build/\n")
+    deflate = root / "deflate.c"
+    text = deflate.read_text()
+    anchor = "    /* Initialize functable */\n"
+    if anchor not in text:
+        raise SystemExit("zlib-ng's deflateInit2 changed; update the anchor in this script")
+    n = 300_000_000
+    deflate.write_text(text.replace(anchor, C_SLOW.format(n=n) + anchor, 1))
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "dev@example.org")
+    _git(root, "config", "user.name", "dev")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "zlib-ng, slowed")
+    slow = C_SLOW.format(n=n)
+    patches = {
+        "1-noop.patch": ("a comment only (no-op)", _patch(
+            root, "deflate.c", anchor, "    /* Initialize the function table */\n")),
+        "2-slower.patch": ("twice the busy loop (slower)", _patch(
+            root, "deflate.c", slow, C_SLOW.format(n=2 * n))),
+        "3-faster.patch": ("remove the busy loop (faster)", _patch(root, "deflate.c", slow, "")),
+    }
+    return root, patches
+
+
 def run_target(name: str, root: Path, patches: dict[str, tuple[str, str]],
                expected: dict[str, str], init_flags: list[str]) -> Outcome:
     out = Outcome(name, expected=expected)
@@ -227,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scripted", action="store_true", help="a metric computed from the "
                     "source (deterministic under load) instead of wall-clock time")
     ap.add_argument("--json", type=Path, help="also write the outcomes here")
+    ap.add_argument("--python-only", action="store_true", help="only the pure-Python target")
     args = ap.parse_args(argv)
     results: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="assay-real-") as tmp:
@@ -236,6 +291,21 @@ def main(argv: list[str] | None = None) -> int:
             {"a comment only (no-op)": "discarded", "twice the busy loop (slower)": "discarded",
              "remove the busy loop (faster)": "kept"},
             ["--build", f"{PY} -m compileall -q src"]))
+        if not args.python_only:
+            root, patches = zlibng_target(Path(tmp))
+            configure = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWITH_GTEST=OFF "
+                         "-DBUILD_SHARED_LIBS=OFF -DWITH_BENCHMARKS=OFF")
+            if shutil.which("ccache"):
+                configure += " -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+            results.append(run_target(
+                "zlib-ng (C, CMake build)", root, patches,
+                {"a comment only (no-op)": "discarded",
+                 "twice the busy loop (slower)": "discarded",
+                 "remove the busy loop (faster)": "kept"},
+                ["--metric", "compress_ms", "--bench", "sh bench/time.sh ./build/minigzip",
+                 "--checks", "./build/example", "--editable", "*.c, *.h, arch/**",
+                 "--build", f"{configure} >/dev/null && cmake --build build "
+                            f"-j {max(1, (os.cpu_count() or 1))}"]))
     for o in results:
         print(f"== {o.target}")
         print(f"   init: {o.init}")

@@ -22,7 +22,7 @@ def test_mistune_end_to_end(tmp_path: Path, capsys: object) -> None:
     sys.modules["real_targets"] = mod
     spec.loader.exec_module(mod)
     out = tmp_path / "outcome.json"
-    code = mod.main(["--scripted", "--json", str(out)])
+    code = mod.main(["--scripted", "--python-only", "--json", str(out)])
     [result] = json.loads(out.read_text())
     assert result["init"] == "exit 0, layout pi-autoresearch", result
     assert result["decisions"] == {"a comment only (no-op)": "discarded",

@@ -356,6 +356,7 @@ def detect(root: Path) -> InitPlan:
         plan = replace(plan, build=plan.build or build, checks=checks,
                        layout=plan.layout if plan.detected else "cmake")
         protected.append("CMakeLists.txt")
+        protected += [f"{d}/**" for d in ("test", "tests") if (root / d).is_dir()]
     elif (root / "Makefile").is_file() and not plan.build:
         found.append("Makefile: a make build")
         cc = ' CC="ccache cc" CXX="ccache c++"' if shutil.which("ccache") else ""
@@ -536,6 +537,8 @@ def apply_answers(plan: InitPlan, answers: Mapping[str, str]) -> InitPlan:
             changes[key] = given[key]
     if "editable" in given:
         changes["editable"] = tuple(g for g in re.split(r"[,\s]+", given["editable"]) if g)
+    helpers = _referenced_files(plan.root, f"{given.get('bench', '')} {given.get('checks', '')}")
+    changes["protected"] = tuple(dict.fromkeys((*plan.protected, *helpers)))
     out = replace(plan, **changes, notes=(*plan.notes, "given on the command line: "
                                           + ", ".join(sorted(given))))
     if (plan.root / "CMakeLists.txt").is_file():
