@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
 
 
@@ -17,9 +19,10 @@ def cli(*args: str, columns: int = 40, cwd: Path | None = None
                           cwd=cwd)
 
 
-def test_an_error_naming_a_long_path_is_never_wrapped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verb", ["status", "run", "log", "research", "finalize", "report"])
+def test_an_error_naming_a_long_path_is_never_wrapped(tmp_path: Path, verb: str) -> None:
     missing = tmp_path / "a-rather-long-folder-name" / "that-does-not-exist" / "anywhere-at-all"
-    r = cli("status", "-C", str(missing), columns=40)
+    r = cli(verb, "-C", str(missing), columns=40)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     lines = [ln for ln in r.stderr.splitlines() if "error:" in ln]

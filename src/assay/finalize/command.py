@@ -14,7 +14,7 @@ from . import pr
 from .run import Result, finalize
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # errors (and their paths) are never wrapped
 
 
 def finalize_command(

@@ -54,7 +54,7 @@ def research_command(
         finally:
             journal.close()
     except AssayError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
     if as_json:
