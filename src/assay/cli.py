@@ -212,8 +212,11 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{_pct(d['lo'])}, {_pct(d['hi'])}] δ {_pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
-    from .faces.terminal import print_blocks
+    from .faces.terminal import print_blocks, print_platforms
 
+    final = (data.get("decision") or {}).get("details", {}).get("platforms")
+    if final:
+        print_platforms(console, final)
     print_blocks(console, data["blocks"], data["runs"])
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):

@@ -57,6 +57,7 @@ class BlockEvidence:
     runs: tuple[RunResult, ...] = ()
     error: str = ""
     error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
+    platform: str = ""  # with [[platforms]]: the platform it ran on
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     ALTER TABLE blocks ADD COLUMN checks_outcome TEXT NOT NULL DEFAULT '';
     ALTER TABLE blocks ADD COLUMN checks_detail TEXT NOT NULL DEFAULT ''
     """),
+    # [[platforms]]: the platform a block must run on ('' when none is declared).
+    ("0004_block_platform", """
+    ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''
+    """),
 ]
 
 MIGRATIONS.append(("0004_withheld_and_seals",
@@ -425,7 +429,8 @@ class Journal:
 
     # -- blocks --------------------------------------------------------------------
     def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
-                  prefer_slot: str | None = None, avoid_slot: str | None = None) -> str:
+                  prefer_slot: str | None = None, avoid_slot: str | None = None,
+                  platform: str = "") -> str:
         with self.tx():
             row = self.conn.execute("SELECT COUNT(*) FROM blocks WHERE experiment_id = ?",
                                     (exp_id,)).fetchone()
@@ -433,11 +438,11 @@ class Journal:
             block_id = f"{exp_id}-b{seq}"
             self.conn.execute(
                 "INSERT INTO blocks (id, experiment_id, seq, kind, run_order, inc_commit,"
-                " inc_params, state, prefer_slot, avoid_slot, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " inc_params, state, prefer_slot, avoid_slot, created_at, platform)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (block_id, exp_id, seq, kind.value, order, incumbent.commit,
                  _dumps(dict(incumbent.params)), BlockState.QUEUED.value, prefer_slot,
-                 avoid_slot, time.time()))
+                 avoid_slot, time.time(), platform))
         return block_id
 
     def blocks(self, exp_id: str | None = None,
@@ -793,7 +798,7 @@ def _block(r: sqlite3.Row) -> BlockRow:
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
         error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
         build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
-        checks_detail=r["checks_detail"])
+        checks_detail=r["checks_detail"], platform=r["platform"])
 
 
 def _event(r: sqlite3.Row) -> EventRow:
