@@ -115,7 +115,8 @@ def test_a_candidate_is_kept_by_the_primary_platform_and_refused_for_a_regressio
     assert abs(rows["arm"]["effect"]) < 0.03
     assert rows["x86"]["lo"] is not None and rows["x86"]["lo"] < rows["x86"]["effect"]
     hurt = api.show(log["x86-hurts-arm"]["id"], root)["decision"]["details"]["platforms"]
-    assert {r["platform"]: round(r["effect"], 1) for r in hurt} == {"x86": 0.2, "arm": -0.2}
+    effects = {r["platform"]: r["effect"] for r in hurt}  # B/A - 1: positive is better
+    assert abs(effects["x86"] - 0.25) < 0.02 and abs(effects["arm"] + 0.20) < 0.02
     # every block ran on a slot of its own platform, and both platforms were calibrated
     for e in log.values():
         for r in api.show(e["id"], root)["runs"]:
