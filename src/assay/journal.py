@@ -129,7 +129,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ALTER TABLE blocks ADD COLUMN checks_detail TEXT NOT NULL DEFAULT ''
     """),
     # [[platforms]]: the platform a block must run on ('' when none is declared).
-    ("0004_block_platform", """
+    ("0005_block_platform", """
     ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''
     """),
 ]
