@@ -304,6 +304,12 @@ def _register_optional() -> None:
     else:
         app.command("finalize")(finalize_command)
     try:
+        from .plan import plan_command
+    except Exception as exc:
+        _unloadable("plan", exc)
+    else:
+        app.command("plan")(plan_command)
+    try:
         from .faces.commands import register
     except Exception as exc:
         for name in FACES_COMMANDS:
