@@ -128,15 +128,14 @@ MIGRATIONS: list[tuple[str, str]] = [
     ALTER TABLE blocks ADD COLUMN checks_outcome TEXT NOT NULL DEFAULT '';
     ALTER TABLE blocks ADD COLUMN checks_detail TEXT NOT NULL DEFAULT ''
     """),
-    # [[platforms]]: the platform a block must run on ('' when none is declared).
-    ("0005_block_platform", """
-    ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''
-    """),
 ]
 
 MIGRATIONS.append(("0004_withheld_and_seals",
                    "ALTER TABLE experiments ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;\n"
                    + seal.migration_sql()))
+# [[platforms]]: the platform a block must run on ('' when none is declared).
+MIGRATIONS.append(("0005_block_platform",
+                   "ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''"))
 
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
