@@ -92,12 +92,8 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
 
 def build_proposer(target: Target, journal: Journal, name: str | None = None,
                    retry: bool = False) -> Proposer:
-    kind = name or target.run.proposer
-    try:
-        make = PROPOSERS.get(kind)
-    except KeyError:
-        raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
-                          key="run.proposer", valid=", ".join(PROPOSERS.names)) from None
+    make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
+                                "run.proposer")
     prop = make(target, journal)
     if retry:
         from .proposers.queue import QueueProposer
@@ -112,12 +108,7 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
         from . import platforms
 
         return platforms.build_executor(target, ws)
-    kind = target.run.executor
-    try:
-        make = EXECUTORS.get(kind)
-    except KeyError:
-        raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
-                          key="run.executor", valid=", ".join(EXECUTORS.names)) from None
+    make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
     return make(target, ws)
 
 

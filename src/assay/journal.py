@@ -155,6 +155,10 @@ def _statements(sql: str) -> Iterator[str]:
         yield buf
 
 
+_MEMORY_TEMPLATE: sqlite3.Connection | None = None  # the migrated schema Journal.memory copies
+_MEMORY_LOCK = threading.Lock()
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -216,8 +220,20 @@ class Journal:
 
     @classmethod
     def memory(cls) -> Journal:
-        """A journal held in memory (simulations, tests): the same schema, gone when closed."""
-        return cls.open(":memory:")
+        """A journal held in memory (simulations, tests): the same schema, gone when closed.
+
+        The schema is built once per process and copied (SQLite's backup), so a fresh
+        journal per simulated decision costs no migration.
+        """
+        global _MEMORY_TEMPLATE
+        with _MEMORY_LOCK:
+            if _MEMORY_TEMPLATE is None:
+                _MEMORY_TEMPLATE = cls.open(":memory:").conn
+            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            _MEMORY_TEMPLATE.backup(conn)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        return cls(conn, Path(":memory:"))
 
     def check_seals(self) -> None:
         """Raise JournalError when a sealed row was changed outside assay (see seal.py)."""

@@ -223,7 +223,7 @@ class Loop:
         research = self.target.state_dir / "research.md"
         if research.exists():
             brief = research.read_text(errors="replace")
-        history = [_summary(e) for e in self.journal.experiments()]
+        history = [_history_entry(e) for e in self.journal.experiments()]
         return ProposalContext(
             target=self.target, incumbent=inc, history=history,
             noise_floor=cal.get("pooled"), delta=self.delta,
@@ -874,7 +874,8 @@ def progress(exps: Sequence[Experiment], calibrated: float | None = None) -> Pro
     return Progress(counts, sum(1 for e in exps if e.state.is_finished()), kept, baseline, best)
 
 
-def _summary(e: Experiment) -> ExperimentSummary:
+def _history_entry(e: Experiment) -> ExperimentSummary:
+    """One experiment as a proposer reads it in its context's history."""
     d = e.decision
     stat = ""
     if e.candidate.patch:
