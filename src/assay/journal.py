@@ -232,6 +232,7 @@ class Journal:
             conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             _MEMORY_TEMPLATE.backup(conn)
         conn.row_factory = sqlite3.Row
+        seal.install(conn)  # the copied triggers call it
         conn.execute("PRAGMA foreign_keys = ON")
         return cls(conn, Path(":memory:"))
 
