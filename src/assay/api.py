@@ -200,11 +200,22 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                      f"assay/{journal.get_meta('run_name', 'main')}")
             if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
             "sessions": len(sessions_of(journal)),
-            "calibration": cal, "slots": [dataclasses.asdict(s) for s in journal.slots()],
+            "calibration": cal, "slots": [
+                dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
+                for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
         }
     finally:
         journal.close()
+
+
+def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
+    """The incumbent's metric on one slot (one GPU): median of its latest runs there."""
+    import statistics
+
+    vals = journal.recent_incumbent_values(slot, target.metric.name, inc.commit) if inc else ()
+    return {"incumbent_value": statistics.median(vals) if vals else None,
+            "incumbent_runs": len(vals)}
 
 
 def log(root: str | Path = ".", config: str | None = None, *, limit: int | None = None,

@@ -158,6 +158,14 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
+    if len(st["slots"]) > 1:  # per-slot (per-GPU) speed of the incumbent, and its noise
+        for s in st["slots"]:
+            gpu = f" (GPU {','.join(map(str, s['gpus']))})" if s["gpus"] else ""
+            noise = "-" if s["noise"] is None else f"{s['noise']:.2%}"
+            q = f", quarantined: {escape(s['reason'])}" if s["quarantined"] else ""
+            console.print(f"  slot {escape(s['name'])}{gpu}: incumbent "
+                          f"{_fmt(s['incumbent_value'], st['unit'])} over "
+                          f"{s['incumbent_runs']} runs, noise {noise}{q}", highlight=False)
 
 
 @app.command()

@@ -474,6 +474,8 @@ class Loop:
         return self._act(exp, dataclasses.replace(final, decision=d))
 
     def _act(self, exp: Experiment, action: Action, platform: str = "") -> Experiment:
+        if isinstance(action, Keep):
+            action = Keep(self._per_slot(exp, action.decision))
         decision = action.decision if not isinstance(action, Rerun) else None
         if decision is not None:
             self.journal.set_decision(exp.id, decision)
@@ -519,6 +521,25 @@ class Loop:
         self.hooks.fire("on_keep", exp.id, {"ASSAY_COMMIT": sha})
         self._finish_tell(done)
         return done
+
+    def _per_slot(self, exp: Experiment, decision: Decision) -> Decision:
+        """A keep measured on several slots (GPUs) says whether its effect depends on them."""
+        from .stats.heterogeneity import heterogeneity
+
+        ev = self.evidence(exp.id)
+        if not ev.blocks:
+            return decision
+        now = ev.blocks[-1].inc_commit
+        pairs = [p for b in ev.blocks if b.inc_commit == now
+                 for p in as_pairs(b.runs, self.target.metric.name, b.slot, b.id, b.kind)]
+        h = heterogeneity(pairs, self.target.metric.direction)
+        if len(h.per_slot) < 2:
+            return decision
+        rows = [{"slot": e.slot, "pairs": e.pairs, "effect": e.effect} for e in h.per_slot]
+        return dataclasses.replace(
+            decision, reason=f"{decision.reason}; {h.words()}",
+            details={**decision.details, "per_slot": rows, "slot_dependent": h.dependent,
+                     "slot_dependence_p": h.p})
 
     def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
                 decision: Decision | None = None, withheld: bool = False) -> Experiment:
