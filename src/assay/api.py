@@ -26,6 +26,7 @@ from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
+from .model import ExperimentState
 from .proposers.base import Proposer
 from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
@@ -92,8 +93,12 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
 
 def build_proposer(target: Target, journal: Journal, name: str | None = None,
                    retry: bool = False) -> Proposer:
-    make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
-                                "run.proposer")
+    kind = name or target.run.proposer
+    try:
+        make = PROPOSERS.get(kind)
+    except KeyError:
+        raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
+                          key="run.proposer", valid=", ".join(PROPOSERS.names)) from None
     prop = make(target, journal)
     if retry:
         from .proposers.queue import QueueProposer
@@ -108,7 +113,12 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
         from . import platforms
 
         return platforms.build_executor(target, ws)
-    make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
+    kind = target.run.executor
+    try:
+        make = EXECUTORS.get(kind)
+    except KeyError:
+        raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
+                          key="run.executor", valid=", ".join(EXECUTORS.names)) from None
     return make(target, ws)
 
 
@@ -186,13 +196,17 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     target = load(root, config)
     journal = open_journal(target, readonly=True)
     try:
-        exps = journal.experiments()
+        # Only what the summary needs (counts in SQL, the first decided and the kept ones),
+        # so the cost does not grow with the journal.
         cal = journal.get_meta("calibration")
-        p = progress(exps, (cal or {}).get("baseline"))
+        first = journal.first_decided()
+        kept = journal.experiments([ExperimentState.KEPT])
+        p = progress([*([first] if first else []), *kept], (cal or {}).get("baseline"))
+        counts = journal.state_counts()
         inc = journal.incumbent()
         return {
             "metric": target.metric.name, "direction": target.metric.direction.value,
-            "unit": target.metric.unit, "experiments": len(exps), "counts": p.counts,
+            "unit": target.metric.unit, "experiments": sum(counts.values()), "counts": counts,
             "incumbent": None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
                                                     "experiment": inc.experiment_id},
             "baseline": p.baseline, "best": p.best,
@@ -200,22 +214,11 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                      f"assay/{journal.get_meta('run_name', 'main')}")
             if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
             "sessions": len(sessions_of(journal)),
-            "calibration": cal, "slots": [
-                dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
-                for s in journal.slots()],
+            "calibration": cal, "slots": [dataclasses.asdict(s) for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
         }
     finally:
         journal.close()
-
-
-def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
-    """The incumbent's metric on one slot (one GPU): median of its latest runs there."""
-    import statistics
-
-    vals = journal.recent_incumbent_values(slot, target.metric.name, inc.commit) if inc else ()
-    return {"incumbent_value": statistics.median(vals) if vals else None,
-            "incumbent_runs": len(vals)}
 
 
 def log(root: str | Path = ".", config: str | None = None, *, limit: int | None = None,

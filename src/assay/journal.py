@@ -133,9 +133,11 @@ MIGRATIONS: list[tuple[str, str]] = [
 MIGRATIONS.append(("0004_withheld_and_seals",
                    "ALTER TABLE experiments ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;\n"
                    + seal.migration_sql()))
-# [[platforms]]: the platform a block must run on ('' when none is declared).
-MIGRATIONS.append(("0005_block_platform",
-                   "ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''"))
+MIGRATIONS.append(("0005_updated_index", """
+    CREATE INDEX IF NOT EXISTS experiments_updated ON experiments(updated_at);
+    CREATE INDEX IF NOT EXISTS blocks_finished ON blocks(finished_at)
+
+    """))
 
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -153,10 +155,6 @@ def _statements(sql: str) -> Iterator[str]:
             buf = ""
     if buf.strip(" \n;"):
         yield buf
-
-
-_MEMORY_TEMPLATE: sqlite3.Connection | None = None  # the migrated schema Journal.memory copies
-_MEMORY_LOCK = threading.Lock()
 
 
 def _dumps(value: Any) -> str:
@@ -220,21 +218,8 @@ class Journal:
 
     @classmethod
     def memory(cls) -> Journal:
-        """A journal held in memory (simulations, tests): the same schema, gone when closed.
-
-        The schema is built once per process and copied (SQLite's backup), so a fresh
-        journal per simulated decision costs no migration.
-        """
-        global _MEMORY_TEMPLATE
-        with _MEMORY_LOCK:
-            if _MEMORY_TEMPLATE is None:
-                _MEMORY_TEMPLATE = cls.open(":memory:").conn
-            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            _MEMORY_TEMPLATE.backup(conn)
-        conn.row_factory = sqlite3.Row
-        seal.install(conn)  # the copied triggers call it
-        conn.execute("PRAGMA foreign_keys = ON")
-        return cls(conn, Path(":memory:"))
+        """A journal held in memory (simulations, tests): the same schema, gone when closed."""
+        return cls.open(":memory:")
 
     def check_seals(self) -> None:
         """Raise JournalError when a sealed row was changed outside assay (see seal.py)."""
@@ -445,8 +430,7 @@ class Journal:
 
     # -- blocks --------------------------------------------------------------------
     def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
-                  prefer_slot: str | None = None, avoid_slot: str | None = None,
-                  platform: str = "") -> str:
+                  prefer_slot: str | None = None, avoid_slot: str | None = None) -> str:
         with self.tx():
             row = self.conn.execute("SELECT COUNT(*) FROM blocks WHERE experiment_id = ?",
                                     (exp_id,)).fetchone()
@@ -454,11 +438,11 @@ class Journal:
             block_id = f"{exp_id}-b{seq}"
             self.conn.execute(
                 "INSERT INTO blocks (id, experiment_id, seq, kind, run_order, inc_commit,"
-                " inc_params, state, prefer_slot, avoid_slot, created_at, platform)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " inc_params, state, prefer_slot, avoid_slot, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (block_id, exp_id, seq, kind.value, order, incumbent.commit,
                  _dumps(dict(incumbent.params)), BlockState.QUEUED.value, prefer_slot,
-                 avoid_slot, time.time(), platform))
+                 avoid_slot, time.time()))
         return block_id
 
     def blocks(self, exp_id: str | None = None,
@@ -734,6 +718,23 @@ class Journal:
                 f" ORDER BY {order}", chunk).fetchall()
         return rows
 
+    def state_counts(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.conn.execute(
+            "SELECT state, COUNT(*) FROM experiments GROUP BY state")}
+
+    def first_decided(self) -> Experiment | None:
+        """The first experiment (by seq) whose decision holds the incumbent's value."""
+        row = self.conn.execute(
+            "SELECT * FROM experiments WHERE decision LIKE '%\"incumbent_value\"%' "
+            "ORDER BY seq LIMIT 1").fetchone()
+        return _experiment(row) if row else None
+
+    def changed_since(self, updated_at: float) -> list[Experiment]:
+        """Experiments written after ``updated_at`` (the dashboard's updates)."""
+        rows = self.conn.execute("SELECT * FROM experiments WHERE updated_at > ? ORDER BY seq",
+                                 (updated_at,))
+        return [_experiment(r) for r in rows]
+
     def run_totals(self) -> dict[str, dict[str, tuple[int, float]]]:
         """Per experiment and slot: how many runs and their summed wall seconds."""
         out: dict[str, dict[str, tuple[int, float]]] = {}
@@ -814,7 +815,7 @@ def _block(r: sqlite3.Row) -> BlockRow:
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
         error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
         build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
-        checks_detail=r["checks_detail"], platform=r["platform"])
+        checks_detail=r["checks_detail"])
 
 
 def _event(r: sqlite3.Row) -> EventRow:

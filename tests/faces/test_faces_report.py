@@ -223,3 +223,23 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
         assert errors == []
     finally:
         context.close()
+
+
+def test_report_table_pages_and_filters(browser: Any, report_file: Path) -> None:
+    context, page, errors, _ = _open(browser, report_file.as_uri())
+    try:
+        page.fill("#filter", "kept")
+        page.wait_for_function("document.body.dataset.filtered === 'kept'")
+        ids = page.locator("#experiments-table tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.id)")
+        assert ids == ["e0001", "e0005", "e0006"]
+        assert "of 3 (filtered from 6)" in page.locator(".pager").inner_text()
+        # Details exist for the page's rows only, and are drawn when opened.
+        assert page.locator("#details details.exp").count() == 3
+        assert page.locator("details#e0005 table.runs").count() == 0
+        page.locator("details#e0005 summary").click()
+        page.wait_for_selector("details#e0005[open] table.runs tbody tr", timeout=30_000)
+        assert page.locator("details#e0005 table.runs tbody tr").count() == 8
+        assert errors == []
+    finally:
+        context.close()

@@ -201,3 +201,46 @@ def test_serve_before_any_run(bare_target: Path, tmp_path: Path) -> None:
         assert not (bare_target / ".assay" / "journal.sqlite").exists()  # read-only
     finally:
         srv.stop()
+
+
+def test_status_since_sends_only_what_changed(fresh_target: Path) -> None:
+    from assay import api
+    from assay.faces import serve
+    from assay.model import Candidate, ExperimentState
+
+    target = api.load(fresh_target)
+    server = serve.make_server(target, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/api/status.json"
+    try:
+        _, body, _ = get(url)
+        full = json.loads(body)
+        assert len(full["experiments"]) == 6
+        _, body, _ = get(f"{url}?since={full['version']}")
+        same = json.loads(body)
+        assert "rows" in same, same.get("error")
+        assert same["rows"] == [] and same["version"] == full["version"]
+
+        journal = api.open_journal(target)
+        try:
+            inc = journal.incumbent()
+            assert inc is not None
+            exp = journal.add_experiment(Candidate(inc.commit, "", {"SIZE": 3}, "SIZE 3",
+                                                   "sweep"))
+            journal.set_state(exp.id, ExperimentState.INVALID, note="scripted")
+        finally:
+            journal.close()
+        _, body, _ = get(f"{url}?since={full['version']}")
+        delta = json.loads(body)
+        assert "rows" in delta, delta.get("error")
+        assert [r["id"] for r in delta["rows"]] == ["e0007"]
+        assert delta["rows"][0]["state"] == "invalid" and delta["total"] == 7
+        assert delta["counts"]["invalid"] == full["counts"].get("invalid", 0) + 1
+        assert [p["id"] for p in delta["points"]] == ["e0007"]
+        assert delta["points"][0]["y"] == pytest.approx(full["best"])  # at the incumbent
+        assert len(body) < len(json.dumps(full)) / 2
+        _, body, _ = get(url)  # a full load afterwards holds the change too
+        assert [r["id"] for r in json.loads(body)["experiments"]][-1] == "e0007"
+    finally:
+        server.shutdown()
+        server.server_close()

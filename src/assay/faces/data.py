@@ -19,11 +19,13 @@ from .. import lock as lock_mod
 from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
-from ..model import Experiment, RunResult
+from ..model import BlockRow, Experiment, RunResult
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
 LOG_TAIL_BYTES = 4000  # per log file on a live experiment page
 REPORT_TAIL_BYTES = 1500  # per log file in the static report (it holds every experiment)
+REPORT_LOGS_LIMIT = 2000  # above this many experiments the report leaves log text out
+REPORT_PATCH_CHARS = 4000  # and cuts each patch to this many characters
 NOISE_SIGMAS = 2.0
 
 
@@ -99,6 +101,24 @@ def run_cost(runs: Iterable[RunResult], gpus: Mapping[str, int]) -> dict[str, fl
         if not g:
             cpu_s += w
     return {"run_hours": wall / 3600.0, "gpu_hours": gpu_s / 3600.0, "cpu_seconds": cpu_s}
+
+
+def totals_cost(per_slot: Mapping[str, tuple[int, float]], gpus: Mapping[str, int]
+                ) -> dict[str, float]:
+    """:func:`run_cost` from runs summed per slot (``Journal.run_totals``)."""
+    wall = sum(w for _, w in per_slot.values())
+    gpu_s = sum(w * gpus.get(slot, 0) for slot, (_, w) in per_slot.items())
+    cpu_s = sum(w for slot, (_, w) in per_slot.items() if not gpus.get(slot, 0))
+    return {"run_hours": wall / 3600.0, "gpu_hours": gpu_s / 3600.0, "cpu_seconds": cpu_s}
+
+
+def _all_cost(totals: Mapping[str, Mapping[str, tuple[int, float]]],
+              gpus: Mapping[str, int]) -> dict[str, float]:
+    out = {"run_hours": 0.0, "gpu_hours": 0.0, "cpu_seconds": 0.0}
+    for per in totals.values():
+        for k, v in totals_cost(per, gpus).items():
+            out[k] += v
+    return out
 
 
 def resources(cost: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -289,12 +309,9 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     exps = journal.experiments()
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
-    all_runs = journal.runs()
-    by_exp: dict[str, list[RunResult]] = {}
-    for r in all_runs:
-        by_exp.setdefault(r.experiment_id, []).append(r)
-    rows = [_row(e, kinds, run_cost(by_exp.get(e.id, []), gpus), len(by_exp.get(e.id, [])))
-            for e in exps]
+    totals = journal.run_totals()  # per experiment and slot, summed in SQL
+    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+                 sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
@@ -308,7 +325,6 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
     inc = journal.incumbent()
     last_event = journal.last_event_id()
-    updated = max((e.updated_at for e in exps), default=0.0)
     recent = journal.recent_events(12)
     base.update(
         experiments=rows, counts=counts,
@@ -320,8 +336,8 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
                    "source_kind": win_rates(rows, "source_kind")},
-        cost=cost_summary(rows, run_cost(all_runs, gpus)),
-        version=f"{len(rows)}:{last_event}:{updated:.6f}", last_event=last_event,
+        cost=cost_summary(rows, _all_cost(totals, gpus)),
+        version=version_of(journal), last_event=last_event,
         events=[{"id": ev.id, "ts": ev.ts, "kind": ev.kind,
                  "experiment_id": ev.experiment_id, "message": ev.message}
                 for ev in recent],
@@ -371,6 +387,52 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
             "quarantined": quarantined, "blocks": len(blocks)}
 
 
+def version_of(journal: Journal) -> str:
+    """What the dashboard asks changes since: the last write to an experiment and the last
+    event (two index lookups, whatever the journal's size)."""
+    upd = journal.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
+    ev = journal.conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
+    return f"{float(upd or 0.0):.6f}:{int(ev or 0)}"
+
+
+def parse_version(text: str) -> float | None:
+    try:
+        return float(text.split(":", 1)[0])
+    except ValueError:
+        return None
+
+
+def changes(target: Target, journal: Journal, since: float,
+            kept_steps: Sequence[tuple[int, float]], baseline: float | None,
+            ) -> dict[str, Any]:
+    """The rows (and chart points) of experiments written after ``since``: the dashboard's
+    update, costing a few index lookups plus the changed rows."""
+    exps = journal.changed_since(since)
+    ids = [e.id for e in exps]
+    kinds = {h.id: h.source_kind for h in journal.hypotheses()}
+    gpus = slot_gpus(target, journal)
+    totals: dict[str, dict[str, tuple[int, float]]] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        for exp_id, slot, n, wall in journal.conn.execute(
+                "SELECT experiment_id, slot, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
+                f"WHERE experiment_id IN ({','.join('?' * len(chunk))}) "
+                "GROUP BY experiment_id, slot", chunk):
+            totals.setdefault(exp_id, {})[slot] = (int(n), float(wall))
+    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+                 sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
+    points = []
+    direction = target.metric.direction.value
+    for r in rows:  # each point against the running best of its own time
+        best = baseline
+        for seq, value in kept_steps:
+            if seq < r["seq"]:
+                best = value
+        one = progress([r], best, None, direction)["points"]
+        points += one
+    return {"rows": rows, "points": points}
+
+
 # -- one experiment ----------------------------------------------------------------------
 def tail(path: str | Path, limit: int = LOG_TAIL_BYTES) -> str | None:
     """The last ``limit`` bytes of a text file (None when it is not there)."""
@@ -394,19 +456,43 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
     exp = journal.experiment(exp_id)
     if exp is None:
         return None
+    hyps = {h.id: h for h in journal.hypotheses()}
+    out = _detail(target, journal, exp, journal.decisions(exp_id), journal.blocks(exp_id),
+                  journal.runs(exp_id), slot_gpus(target, journal), hyps, tail_bytes, True)
+    prev = journal.conn.execute("SELECT id FROM experiments WHERE seq < ? ORDER BY seq DESC "
+                                "LIMIT 1", (exp.seq,)).fetchone()
+    nxt = journal.conn.execute("SELECT id FROM experiments WHERE seq > ? ORDER BY seq "
+                               "LIMIT 1", (exp.seq,)).fetchone()
+    if order is not None:
+        seqs = list(order)
+        i = seqs.index(exp_id)
+        out["prev"] = seqs[i - 1] if i > 0 else None
+        out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None
+    else:
+        out["prev"] = prev[0] if prev else None
+        out["next"] = nxt[0] if nxt else None
+    out["generated_at"] = time.time()
+    return out
+
+
+def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequence[Any],
+            blocks: Sequence[BlockRow], runs: Sequence[RunResult],
+            gpus: Mapping[str, int], hyps: Mapping[int, Any], tail_bytes: int | None,
+            block_logs: bool, patch_limit: int | None = None) -> dict[str, Any]:
+    """One experiment's details from rows already loaded (``tail_bytes`` None: no log text)."""
+    exp_id = exp.id
     out = experiment_dict(journal, exp)
-    kinds = {h.id: h for h in journal.hypotheses()}
-    hyp = kinds.get(exp.candidate.hypothesis_id) if exp.candidate.hypothesis_id else None
+    if patch_limit is not None and len(out["patch"]) > patch_limit:
+        out["patch"] = (out["patch"][:patch_limit] + f"\n… cut at {patch_limit} characters; "
+                        f"the whole patch: assay show {exp_id}\n")
+    hyp = hyps.get(exp.candidate.hypothesis_id) if exp.candidate.hypothesis_id else None
     out["source_kind"] = hyp.source_kind if hyp else "none"
     out["hypothesis_record"] = None if hyp is None else dataclasses.asdict(hyp)
     out["decisions"] = []
-    for d in journal.decisions(exp_id):
+    for d in decisions:
         row = dataclasses.asdict(d) | {"verdict": d.verdict.value}
         row.pop("next_block", None)
         out["decisions"].append(row)
-    blocks = journal.blocks(exp_id)
-    runs = journal.runs(exp_id)
-    gpus = slot_gpus(target, journal)
     out["cost"] = run_cost(runs, gpus) | {
         "tokens_in": _meta_number(exp.candidate.meta, "tokens_in"),
         "tokens_out": _meta_number(exp.candidate.meta, "tokens_out"),
@@ -419,34 +505,32 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
             "reason": r.reason, "exit_code": r.exit_code, "wall_s": r.wall_s,
             "slot": r.slot, "gpus": gpus.get(r.slot, 0),
             "stdout_path": _rel(target, r.stdout_path), "stderr_path": _rel(target, r.stderr_path),
-            "stdout": tail(r.stdout_path, tail_bytes) if r.stdout_path else None,
-            "stderr": tail(r.stderr_path, tail_bytes) if r.stderr_path else None,
+            "stdout": tail(r.stdout_path, tail_bytes) if r.stdout_path and tail_bytes else None,
+            "stderr": tail(r.stderr_path, tail_bytes) if r.stderr_path and tail_bytes else None,
         })
     out["blocks"] = []
     for b in blocks:
         extra = []
-        logs = target.state_dir / "logs" / exp_id / b.id
-        known = {Path(r.stdout_path).name for r in runs if r.block_id == b.id} | \
-                {Path(r.stderr_path).name for r in runs if r.block_id == b.id}
-        if logs.is_dir():
-            for f in sorted(logs.iterdir()):
-                if f.is_file() and f.name not in known:
-                    extra.append({"name": f.name, "text": tail(f, tail_bytes)})
+        if block_logs and tail_bytes:
+            logs = target.state_dir / "logs" / exp_id / b.id
+            known = {Path(r.stdout_path).name for r in runs if r.block_id == b.id} | \
+                    {Path(r.stderr_path).name for r in runs if r.block_id == b.id}
+            if logs.is_dir():
+                for f in sorted(logs.iterdir()):
+                    if f.is_file() and f.name not in known:
+                        extra.append({"name": f.name, "text": tail(f, tail_bytes)})
         out["blocks"].append({
             "id": b.id, "kind": b.kind.value, "order": b.order, "state": b.state.value,
             "slot": b.slot, "inc_commit": b.incumbent.commit, "wall_s": b.wall_s,
             "error": b.error, "error_kind": b.error_kind,
             "checks_passed": None if b.checks_passed is None else int(b.checks_passed),
             "logs": extra})
-    seqs = list(order) if order is not None else [
-        *journal.experiment_ids()]
-    i = seqs.index(exp_id)
-    out["prev"] = seqs[i - 1] if i > 0 else None
-    out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None
     out["metric"] = {"name": target.metric.name, "direction": target.metric.direction.value,
                      "unit": target.metric.unit}
     out["finished"] = exp.state.is_finished()
-    out["generated_at"] = time.time()
+    out["logs_note"] = "" if tail_bytes else (
+        f"log text is left out of reports of more than {REPORT_LOGS_LIMIT:,d} experiments: "
+        f"`assay show {exp_id}` or the files named here hold it")
     return out
 
 
@@ -460,12 +544,23 @@ def _rel(target: Target, path: str) -> str:
 
 
 def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
-    """The static report's data: the overview plus every experiment's details."""
+    """The static report's data: the overview plus every experiment's details, loaded in
+    bulk (one query per table). Large journals keep their log text out (the paths stay)
+    and cut long patches."""
     data = status_data(target, journal)
     details: dict[str, Any] = {}
     if journal is not None:
-        order = [r["id"] for r in data["experiments"]]
-        for exp_id in order:
-            details[exp_id] = experiment_data(target, journal, exp_id, REPORT_TAIL_BYTES, order)
+        exps = journal.experiments()
+        large = len(exps) > REPORT_LOGS_LIMIT
+        decisions = journal.decisions_of(None)
+        blocks = journal.blocks_of(None)
+        runs = journal.runs_of(None)
+        gpus = slot_gpus(target, journal)
+        hyps = {h.id: h for h in journal.hypotheses()}
+        for e in exps:
+            details[e.id] = _detail(target, journal, e, decisions.get(e.id, []),
+                                    blocks.get(e.id, []), runs.get(e.id, []), gpus, hyps,
+                                    None if large else REPORT_TAIL_BYTES, not large,
+                                    REPORT_PATCH_CHARS if large else None)
     data["details"] = details
     return data

@@ -25,7 +25,7 @@ def build(target: Target) -> str:
         subtitle=f"{data['metric']['name']} · {n} experiment{'s' if n != 1 else ''} · "
                  f"generated {stamp}",
         config={"mode": "report", "page": "overview", "base": "", "interval": 0},
-        data=data, inline=True)
+        data=data, inline=True, packed=True)
 
 
 def write(target: Target, out: str | Path | None = None) -> Path:

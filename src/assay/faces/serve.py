@@ -29,7 +29,17 @@ from ..config import Target
 from ..errors import AssayError
 from ..journal import Journal
 from . import page, report
-from .data import dumps, experiment_data, lock_state, open_readonly, status_data
+from .data import (
+    changes,
+    cost_summary,
+    dumps,
+    experiment_data,
+    lock_state,
+    open_readonly,
+    parse_version,
+    status_data,
+    version_of,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -67,6 +77,74 @@ class Pages:
             with self._lock:
                 self._cache = (key, data)
             return data
+        finally:
+            if journal is not None:
+                journal.close()
+
+    def status_since(self, since: str) -> dict[str, Any]:
+        """What changed after version ``since``: the changed rows and chart points, plus the
+        small summary (counts, best, cost, events). Nothing here reads every experiment."""
+        after = parse_version(since)
+        journal = open_readonly(self.target)
+        if journal is None or after is None:
+            if journal is not None:
+                journal.close()
+            return self.status()
+        try:
+            with self._lock:
+                cached = self._cache
+            if cached is None:
+                journal.close()
+                journal = None
+                return self.status()
+            base = cached[1]
+            version = version_of(journal)
+            if version == since:
+                return {"since": since, "version": version, "rows": [], "points": [],
+                        "lock": lock_state(self.target)}
+            kept_steps = [(r["seq"], r["value"]) for r in base["experiments"]
+                          if r["state"] == "kept" and r["value"] is not None]
+            delta = changes(self.target, journal, after, kept_steps, base["baseline"])
+            # Fold the changes into the cached overview, so later full loads stay current.
+            rows = {r["id"]: r for r in base["experiments"]}
+            totals = {k: float(base["cost"].get(k) or 0.0)
+                      for k in ("run_hours", "gpu_hours", "cpu_seconds")}
+            for r in delta["rows"]:  # the changed experiments' runs, old ones taken out
+                for k in totals:
+                    totals[k] += r[k] - (rows[r["id"]][k] if r["id"] in rows else 0.0)
+            fresh = [r for r in delta["rows"] if r["id"] not in rows]
+            for r in delta["rows"]:
+                rows[r["id"]] = r
+            ordered = base["experiments"] + fresh if fresh else base["experiments"]
+            merged = [rows[r["id"]] for r in ordered]
+            counts: dict[str, int] = {}
+            for r in merged:
+                counts[r["state"]] = counts.get(r["state"], 0) + 1
+            best = base["baseline"]
+            for r in merged:
+                if r["state"] == "kept" and r["value"] is not None:
+                    best = r["value"]
+            cost = cost_summary(merged, totals)
+            recent = journal.conn.execute(
+                "SELECT id, ts, kind, experiment_id, message FROM events ORDER BY id DESC "
+                "LIMIT 12").fetchall()
+            events = [dict(e) for e in recent]
+            inc = journal.incumbent()
+            new = dict(base)
+            new.update(experiments=merged, counts=counts, best=best, version=version,
+                       events=events, cost=cost)
+            with self._lock:
+                self._cache = (self._key(journal), new)
+            return {"since": since, "version": version, "rows": delta["rows"],
+                    "points": delta["points"], "counts": counts, "best": best,
+                    "baseline": base["baseline"],
+                    "improvement": (best / base["baseline"] - 1.0)
+                    if best is not None and base["baseline"] else None,
+                    "incumbent": None if inc is None else {
+                        "commit": inc.commit, "params": dict(inc.params),
+                        "experiment": inc.experiment_id},
+                    "events": events, "cost": cost, "lock": lock_state(self.target),
+                    "total": len(merged)}
         finally:
             if journal is not None:
                 journal.close()
@@ -157,7 +235,8 @@ def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
                 self._html(pages.overview_html())
                 return
             if route in ("/api/status.json", "/index.json", "/status.json"):
-                self._json(pages.status())
+                version = query.get("since", [""])[0]
+                self._json(pages.status_since(version) if version else pages.status())
                 return
             if route == "/api/experiments.json":
                 self._json(pages.status()["experiments"])

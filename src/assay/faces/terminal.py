@@ -242,7 +242,8 @@ class RunPrinter:
                 c.print(f"  {e.id} {pct(d.effect if d else None):>8} "
                         f"{interval(d.lo if d else None, d.hi if d else None):<20} "
                         f"{(e.commit or '')[:10]}  {escape(e.candidate.hypothesis)}",
-                        highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
+                        highlight=False, overflow="ellipsis", no_wrap=c.is_terminal,
+                        crop=c.is_terminal, soft_wrap=not c.is_terminal)
         elif s.finished:
             c.print("no change beat the incumbent by more than the noise")
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
@@ -325,17 +326,3 @@ def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
             parts.append(f"{b.get('error_kind') or 'error'}: {b['error']}")
         console.print(escape(parts[0] + " " + ", ".join(parts[1:])), highlight=False,
                       soft_wrap=True)
-
-
-def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
-    """A decision's per-platform table: each platform's own effect and interval."""
-    from rich.table import Table
-
-    t = Table(title="per platform")
-    for col in ("platform", "state", "improvement", "interval", "pairs", "reason"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(escape(str(r["platform"])), str(r["state"]), pct(r.get("effect")),
-                  interval(r.get("lo"), r.get("hi")), str(r.get("pairs", 0)),
-                  escape(str(r.get("reason", ""))))
-    console.print(t)

@@ -9,8 +9,11 @@
   "use strict";
 
   var cfg = JSON.parse(document.getElementById("assay-config").textContent);
-  var data = JSON.parse(document.getElementById("assay-data").textContent);
-  var view = { sortKey: "seq", sortDir: 1, version: null, seen: null, updates: 0, failures: 0 };
+  var dataTag = document.getElementById("assay-data");
+  var data = null;  // parsed at start: plain JSON, or gzip+base64 for large reports
+  var PAGE = 100;
+  var view = { sortKey: "seq", sortDir: 1, version: null, seen: null, updates: 0, failures: 0,
+               page: 0, filter: "" };
   var COLORS = { kept: "#1a9850", discarded: "#9e9e9e", invalid: "#e08a00", crashed: "#d73027",
                  running: "#2c7fb8", measured: "#2c7fb8", queued: "#74a9cf", proposed: "#74a9cf" };
   window.assay = { view: view, cfg: cfg, data: function () { return data; } };
@@ -139,6 +142,8 @@
         return g[0] === "pending" ? ["kept", "discarded", "crashed", "invalid"].indexOf(q.state) < 0 : q.state === g[0];
       });
       if (!pts.length) return;
+      var total = pts.length;
+      pts = thin(pts);
       traces.push({
         x: pts.map(function (q) { return q.seq; }), y: pts.map(function (q) { return q.y; }),
         customdata: pts.map(function (q) { return q.id; }),
@@ -147,12 +152,30 @@
             String(q.hypothesis || "").replace(/[<>&]/g, " ").slice(0, 80) +
             (q.effect === null || q.effect === undefined ? "" : "<br>effect " + pct(q.effect));
         }),
-        hovertemplate: "%{text}<extra></extra>", mode: "markers", name: g[1],
+        hovertemplate: "%{text}<extra></extra>", mode: "markers",
+        name: g[1] + (pts.length < total ? " (" + pts.length + " of " + total + " drawn: overlapping points merged)" : ""),
         marker: { symbol: g[2], size: g[3], color: g[0] === "within" ? "#6b7280" : COLORS[g[0]] || COLORS.running,
                   line: { width: g[0] === "crashed" ? 0 : 1, color: g[0] === "discarded" ? "#777" : COLORS[g[0]] || COLORS.running } }
       });
     });
     return traces;
+  }
+  // Points that would cover each other (same pixel cell of a ~1200 x 400 grid) are drawn
+  // once; a chart of a few thousand points is left as it is.
+  function thin(pts) {
+    if (pts.length <= 3000) return pts;
+    var xs = pts.map(function (q) { return q.seq; }), ys = pts.map(function (q) { return q.y; }).filter(function (y) { return y !== null && y !== undefined; });
+    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);
+    var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
+    var seen = {};
+    return pts.filter(function (q) {
+      var cx = Math.floor(1200 * (q.seq - x0) / ((x1 - x0) || 1));
+      var cy = Math.floor(400 * ((q.y || 0) - y0) / ((y1 - y0) || 1));
+      var key = cx + ":" + cy;
+      if (seen[key]) return false;
+      seen[key] = true;
+      return true;
+    });
   }
   function xStep(n) {  // integer ticks only: 1, 2, 5, 10, 20, 50 ... about ten of them
     var raw = Math.max(1, n / 10), p = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -214,8 +237,13 @@
     if (key === "tokens") return (r.tokens_in || 0) + (r.tokens_out || 0);
     return r[key];
   }
+  function matches(r, f) {
+    if (!f) return true;
+    return [r.id, r.state, r.proposer, r.source_kind, r.hypothesis].join(" ").toLowerCase().indexOf(f) >= 0;
+  }
   function sortedRows() {
-    var rows = (data.experiments || []).slice();
+    var f = view.filter.trim().toLowerCase();
+    var rows = (data.experiments || []).filter(function (r) { return matches(r, f); });
     var k = view.sortKey, dir = view.sortDir;
     rows.sort(function (a, b) {
       var x = sortValue(a, k), y = sortValue(b, k);
@@ -236,12 +264,21 @@
                         onclick: function () {
                           if (view.sortKey === c[0]) view.sortDir = -view.sortDir;
                           else { view.sortKey = c[0]; view.sortDir = 1; }
-                          replace("experiments-table", table());
+                          redrawTable();
                         } });
     }));
     var seen = view.seen;
-    var body = el("tbody", null, sortedRows().map(function (r) {
-      var fresh = seen !== null && !seen[r.id];
+    var all = sortedRows();
+    var pages = Math.max(1, Math.ceil(all.length / PAGE));
+    view.page = Math.min(view.page, pages - 1);
+    var rowsShown = all.slice(view.page * PAGE, (view.page + 1) * PAGE);
+    view.shown = rowsShown.map(function (r) { return r.id; });
+    var body = el("tbody", null, rowsShown.map(function (r) { return rowNode(r, seen !== null && !seen[r.id]); }));
+    var foot = (data.experiments || []).length ? null : el("tfoot", null, el("tr", null,
+      el("td", { colspan: columns().length, cls: "empty", text: "no experiments yet" })));
+    return tableBox(all, rowsShown, pages, head, body, foot);
+  }
+  function rowNode(r, fresh) {
       return el("tr", { "data-id": r.id, "data-state": r.state, cls: fresh ? "new" : null },
         el("td", { cls: "num", text: r.seq }),
         el("td", null, el("a", { href: expHref(r.id), text: r.id, onclick: cfg.mode === "live" ? null : function (ev) { ev.preventDefault(); openDetail(r.id, true); } })),
@@ -257,10 +294,25 @@
         shown("cpu_seconds") ? el("td", { cls: "num", text: r.cpu_seconds ? num(r.cpu_seconds) : "–" }) : null,
         shown("tokens") ? el("td", { cls: "num", text: (r.tokens_in || r.tokens_out) ? num(r.tokens_in + r.tokens_out) : "–" }) : null,
         shown("cost_usd") ? el("td", { cls: "num", text: r.cost_usd ? usd(r.cost_usd) : "–" }) : null);
-    }));
-    var foot = (data.experiments || []).length ? null : el("tfoot", null, el("tr", null,
-      el("td", { colspan: columns().length, cls: "empty", text: "no experiments yet" })));
-    return el("table", { cls: "experiments" }, el("thead", null, head), body, foot);
+  }
+  function tableBox(all, rowsShown, pages, head, body, foot) {
+    function go(p) { return function () { view.page = p; redrawTable(); }; }
+    var nav = el("div", { cls: "pager" },
+      el("input", { id: "filter", type: "search", placeholder: "filter: id, state, proposer, text", value: view.filter,
+                    oninput: function (ev) { view.filter = ev.target.value; view.page = 0; redrawTable(); } }),
+      el("button", { type: "button", text: "‹ prev", disabled: view.page === 0, onclick: go(view.page - 1) }),
+      el("span", { cls: "where", text: all.length ? "rows " + (view.page * PAGE + 1) + "–" + (view.page * PAGE + rowsShown.length) + " of " + all.length + (all.length < (data.experiments || []).length ? " (filtered from " + data.experiments.length + ")" : "") : "no rows" }),
+      el("button", { type: "button", text: "next ›", disabled: view.page >= pages - 1, onclick: go(view.page + 1) }));
+    return el("div", null, nav, el("table", { cls: "experiments" }, el("thead", null, head), body, foot));
+  }
+  function redrawTable() {
+    var focused = document.activeElement && document.activeElement.id === "filter";
+    var pos = focused ? document.activeElement.selectionStart : null;
+    replace("experiments-table", table());
+    if (focused) { var f = document.getElementById("filter"); f.focus(); if (pos !== null) f.setSelectionRange(pos, pos); }
+    if (cfg.mode === "report") renderReportDetails();
+    document.body.dataset.filtered = view.filter;
+    document.body.dataset.page = String(view.page);
   }
 
   function rateTable(title, rows) {
@@ -354,6 +406,7 @@
     drawChart(first);
     drawNoise();
     replace("experiments-table", table());
+    document.body.dataset.filtered = view.filter;
     replace("rates", rates());
     replace("costs", costs());
     if (cfg.mode === "live") replace("events", events());
@@ -397,8 +450,8 @@
       s("line", { x1: X(delta), x2: X(delta), y1: 10, y2: 34, stroke: COLORS.kept, "stroke-dasharray": "3,3" });
       s("text", { x: X(delta) + 3, y: 9, "font-size": 10, "text-anchor": "start", fill: COLORS.kept }, "δ " + pct(delta));
     }
-    s("text", { x: X(d.lo), y: 44, "font-size": 10, "text-anchor": "middle", fill: "#555" }, pct(d.lo));
-    s("text", { x: X(d.hi), y: 44, "font-size": 10, "text-anchor": "middle", fill: "#555" }, pct(d.hi));
+    s("text", { x: X(d.lo) - 2, y: 44, "font-size": 10, "text-anchor": "end", fill: "#555" }, pct(d.lo));
+    s("text", { x: X(d.hi) + 2, y: 44, "font-size": 10, "text-anchor": "start", fill: "#555" }, pct(d.hi));
     s("rect", { x: X(d.lo), y: 13, width: Math.max(2, X(d.hi) - X(d.lo)), height: 12, fill: color, opacity: 0.35 });
     if (d.effect !== null && d.effect !== undefined) s("circle", { cx: X(d.effect), cy: 19, r: 5, fill: color });
     return svg;
@@ -477,25 +530,41 @@
     return status === "ok" ? "kept" : (status === "invalid" || status === "suspicious") ? "invalid" : "crashed";
   }
 
+  function detailNode(id) {
+    var x = (data.details || {})[id];
+    var r = (data.experiments || []).filter(function (e) { return e.id === id; })[0];
+    if (!x || !r) return null;
+    var node = el("details", { cls: "exp", id: id },
+      el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
+         r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)));
+    node.addEventListener("toggle", function () {  // the body is drawn when first opened
+      if (node.open && !node.dataset.built) { node.dataset.built = "1"; node.appendChild(experimentBody(x)); }
+    });
+    return node;
+  }
   function openDetail(id, scroll) {
     var d = document.getElementById(id);
-    if (!d) return;
+    if (!d) {
+      d = detailNode(id);
+      if (!d) return;
+      document.getElementById("details").appendChild(d);
+    }
     d.open = true;
+    if (!d.dataset.built) { d.dataset.built = "1"; d.appendChild(experimentBody((data.details || {})[id])); }
     if (scroll) { d.scrollIntoView({ block: "start" }); history.replaceState(null, "", "#" + id); }
   }
 
+  // The report's details: one collapsed entry per row of the table's page, drawn on opening.
   function renderReportDetails() {
-    var details = data.details || {};
-    var box = el("section", { id: "details" }, el("h2", { text: "Experiments in detail" }),
-      (data.experiments || []).map(function (r) {
-        var x = details[r.id];
-        if (!x) return null;
-        return el("details", { cls: "exp", id: r.id },
-          el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
-             r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)),
-          experimentBody(x));
-      }));
-    document.getElementById("app").appendChild(box);
+    var box = replace("details", el("section", null, el("h2", { text: "Experiments in detail" }),
+      el("p", { cls: "note", text: "The experiments of the table's page; open one to see its decisions, runs and logs." }),
+      (view.shown || []).map(detailNode)));
+    return box;
+  }
+  var detailsHooked = false;
+  function hookDetails() {
+    if (detailsHooked) return;
+    detailsHooked = true;
     if (location.hash.length > 1) openDetail(location.hash.slice(1), true);
     window.addEventListener("hashchange", function () { openDetail(location.hash.slice(1), true); });
   }
@@ -517,8 +586,51 @@
     box.className = "live" + (ok ? " on" : "");
     box.lastChild.textContent = text;
   }
+  // Fold a `since` answer into the page's data; patch the changed rows of the table in
+  // place. Returns true when nothing else needs drawing again.
+  function merge(d) {
+    var index = {};
+    (data.experiments || []).forEach(function (r, i) { index[r.id] = i; });
+    var added = 0;
+    (d.rows || []).forEach(function (r) {
+      if (index[r.id] === undefined) { index[r.id] = data.experiments.length; data.experiments.push(r); added += 1; }
+      else data.experiments[index[r.id]] = r;
+    });
+    var pidx = {};
+    var pts = (data.progress || { points: [] }).points;
+    pts.forEach(function (q, i) { pidx[q.id] = i; });
+    (d.points || []).forEach(function (q) { if (pidx[q.id] === undefined) pts.push(q); else pts[pidx[q.id]] = q; });
+    ["counts", "best", "baseline", "improvement", "incumbent", "events", "cost", "lock"].forEach(function (k) {
+      if (d[k] !== undefined) data[k] = d[k];
+    });
+    data.version = d.version;
+    if (!(d.rows || []).length) return true;
+    // The running best: kept experiments in order.
+    var kept = data.experiments.filter(function (r) { return r.state === "kept" && r.value !== null; })
+      .sort(function (a, b) { return a.seq - b.seq; });
+    var best = data.progress.best;
+    if (data.baseline !== null && data.baseline !== undefined) {
+      best.x = [0].concat(kept.map(function (r) { return r.seq; }));
+      best.y = [data.baseline].concat(kept.map(function (r) { return r.value; }));
+      var last = Math.max.apply(null, data.experiments.map(function (r) { return r.seq; }));
+      if (best.x[best.x.length - 1] < last) { best.x.push(last); best.y.push(best.y[best.y.length - 1]); }
+    }
+    replace("summary", summary());
+    drawChart(false);
+    if (cfg.mode === "live") replace("events", events());
+    replace("costs", costs());
+    if (added) { redrawTable(); return true; }
+    (d.rows || []).forEach(function (r) {  // patch rows in place
+      var tr = document.querySelector("#experiments-table tr[data-id='" + r.id + "']");
+      if (!tr) return;
+      var fresh = rowNode(r, false);
+      tr.replaceWith(fresh);
+    });
+    return true;
+  }
   function poll() {
-    var url = cfg.page === "experiment" ? cfg.base + "experiments/" + cfg.exp + ".json" : cfg.base + "api/status.json";
+    var url = cfg.page === "experiment" ? cfg.base + "experiments/" + cfg.exp + ".json" :
+      cfg.base + "api/status.json" + (view.version ? "?since=" + encodeURIComponent(view.version) : "");
     fetch(url, { cache: "no-store" }).then(function (resp) {
       if (!resp.ok) throw new Error("HTTP " + resp.status);
       return resp.json();
@@ -529,10 +641,12 @@
       setLive(true, (running ? "live · run in progress" : "live · no run holds the lock") + " · updated " + new Date().toLocaleTimeString());
       if (version !== view.version) {
         view.version = version;
-        data = fresh;
+        var patched = false;
+        if (fresh.since !== undefined && cfg.page !== "experiment") patched = merge(fresh);
+        else data = fresh;
         view.updates += 1;
         document.body.dataset.updates = String(view.updates);
-        if (cfg.page === "experiment") renderExperimentPage(); else renderOverview(false);
+        if (cfg.page === "experiment") renderExperimentPage(); else if (!patched) renderOverview(false);
         document.body.dataset.version = String(version);
       }
     }).catch(function (err) {
@@ -544,17 +658,32 @@
   }
 
   // -- start ---------------------------------------------------------------------------
-  try {
+  function start() {
     if (cfg.page === "experiment") renderExperimentPage();
     else {
       renderOverview(true);
-      if (cfg.mode === "report") renderReportDetails();
+      if (cfg.mode === "report") { renderReportDetails(); hookDetails(); }
     }
     view.version = cfg.page === "experiment" ? null : data.version;
     document.body.dataset.ready = "1";
     if (cfg.mode === "live") window.setTimeout(poll, cfg.interval);
-  } catch (err) {
+  }
+  function fail(err) {
     document.getElementById("app").appendChild(el("pre", { text: "could not draw the page: " + err }));
     throw err;
   }
+  function unpack(text) {
+    var bin = atob(text.trim()), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+  try {
+    if (dataTag.type === "application/gzip+base64") {
+      unpack(dataTag.textContent).then(function (text) { data = JSON.parse(text); start(); }).catch(fail);
+    } else {
+      data = JSON.parse(dataTag.textContent);
+      start();
+    }
+  } catch (err) { fail(err); }
 })();
