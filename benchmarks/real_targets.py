@@ -195,7 +195,7 @@ def zlibng_target(work: Path) -> tuple[Path, dict[str, tuple[str, str]]]:
     if not (src / "CMakeLists.txt").is_file():
         raise SystemExit(f"{src}: no CMakeLists.txt in the zlib-ng sdist")
     root = work / "zlib-ng"
-    shutil.copytree(src, root, ignore=shutil.ignore_patterns("build"))
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("build", ".git"))
     (root / "bench").mkdir()
     words = [f"w{(i * 7919) % 5003}" for i in range(400_000)]
     (root / "bench" / "corpus.txt").write_text(" ".join(words))
@@ -282,15 +282,18 @@ def main(argv: list[str] | None = None) -> int:
                     "source (deterministic under load) instead of wall-clock time")
     ap.add_argument("--json", type=Path, help="also write the outcomes here")
     ap.add_argument("--python-only", action="store_true", help="only the pure-Python target")
+    ap.add_argument("--c-only", action="store_true", help="only the C/C++ target")
     args = ap.parse_args(argv)
     results: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="assay-real-") as tmp:
-        root, patches = mistune_target(Path(tmp), args.scripted)
-        results.append(run_target(
-            "mistune (pure Python, pi-autoresearch .auto/ layout)", root, patches,
-            {"a comment only (no-op)": "discarded", "twice the busy loop (slower)": "discarded",
-             "remove the busy loop (faster)": "kept"},
-            ["--build", f"{PY} -m compileall -q src"]))
+        if not args.c_only:
+            root, patches = mistune_target(Path(tmp), args.scripted)
+            results.append(run_target(
+                "mistune (pure Python, pi-autoresearch .auto/ layout)", root, patches,
+                {"a comment only (no-op)": "discarded",
+                 "twice the busy loop (slower)": "discarded",
+                 "remove the busy loop (faster)": "kept"},
+                ["--build", f"{PY} -m compileall -q src"]))
         if not args.python_only:
             root, patches = zlibng_target(Path(tmp))
             configure = ("cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DWITH_GTEST=OFF "

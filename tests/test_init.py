@@ -297,3 +297,37 @@ def test_cmake_builds_only_the_bench_targets_and_scopes_editable(tmp_path: Path)
     assert plan.build.endswith("--target test-ops")
     assert plan.editable == ("ggml/src/ggml-cpu/*",)  # not the GPU backends, not the test
     parse(roundtrip(plan), tmp_path)
+
+
+TRAIN = """\
+import os
+LR_MULT = 1.0  # multiplies every learning rate
+TOTAL_BATCH_SIZE = 2**10
+val_bpb = 1.0 + abs(LR_MULT - 2.0) * 0.1 + (os.getpid() % 7) * 1e-5
+print("---")
+print(f"val_bpb:          {val_bpb:.6f}")
+print(f"peak_vram_mb:     {1000.0 * TOTAL_BATCH_SIZE / 1024:.1f}")
+"""
+
+
+def test_the_config_written_for_a_karpathy_layout_runs(tmp_path: Path) -> None:
+    from assay import api
+
+    root = make(tmp_path / "k", {"train.py": TRAIN, "prepare.py": "# data\n",
+                                 "program.md": "# lower val_bpb\n"})
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.email=d@x", "-c", "user.name=d", "commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    path = api.init(root)  # no terminal: nothing is asked
+    text = path.read_text().replace('bench = "python train.py"',
+                                    f'bench = "{sys.executable} train.py"')
+    path.write_text(text)
+    target = parse(text, root)
+    assert target.run.proposer == "sweep" and {p.name for p in target.params} == {
+        "LR_MULT", "TOTAL_BATCH_SIZE"}
+    summary = api.run(root, budget=2)
+    assert summary.failed == "", summary
+    assert summary.finished == 2
+    # a value the file already holds keeps the file's spelling (2**10, not 1024)
+    assert "TOTAL_BATCH_SIZE = 2**10" in (root / ".assay" / "worktrees" / "s0-a" / "train.py"
+                                          ).read_text()

@@ -91,10 +91,20 @@ def test_cpu_limit_applies(tmp_path: Path) -> None:
     assert r.exit_code is not None and r.exit_code != 0
 
 
-def test_limits_are_set_by_a_wrapper_and_hold_in_threads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wrapper", ["setpriv+prlimit", "python"])
+def test_limits_are_set_by_a_wrapper_and_hold_in_threads(tmp_path: Path, wrapper: str,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
     # No preexec_fn: every command of a threaded caller gets its own limits, set by the
     # wrapper process (the command reads them back from /proc/self/limits).
     from concurrent.futures import ThreadPoolExecutor
+
+    from assay import process
+
+    if wrapper == "python":
+        monkeypatch.setattr(process, "_LINUX_TOOLS", False)
+    elif not process._LINUX_TOOLS:
+        pytest.skip("setpriv and prlimit (util-linux) are not installed here")
 
     def one(i: int) -> str:
         r = run("grep -E 'Max (address space|cpu time)' /proc/self/limits", cwd=tmp_path,

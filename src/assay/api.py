@@ -93,12 +93,8 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
 
 def build_proposer(target: Target, journal: Journal, name: str | None = None,
                    retry: bool = False) -> Proposer:
-    kind = name or target.run.proposer
-    try:
-        make = PROPOSERS.get(kind)
-    except KeyError:
-        raise ConfigError(f"unknown proposer {kind!r}", file=str(target.config_path),
-                          key="run.proposer", valid=", ".join(PROPOSERS.names)) from None
+    make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
+                                "run.proposer")
     prop = make(target, journal)
     if retry:
         from .proposers.queue import QueueProposer
@@ -113,12 +109,7 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
         from . import platforms
 
         return platforms.build_executor(target, ws)
-    kind = target.run.executor
-    try:
-        make = EXECUTORS.get(kind)
-    except KeyError:
-        raise ConfigError(f"unknown executor {kind!r}", file=str(target.config_path),
-                          key="run.executor", valid=", ".join(EXECUTORS.names)) from None
+    make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
     return make(target, ws)
 
 
@@ -214,11 +205,22 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                      f"assay/{journal.get_meta('run_name', 'main')}")
             if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
             "sessions": len(sessions_of(journal)),
-            "calibration": cal, "slots": [dataclasses.asdict(s) for s in journal.slots()],
+            "calibration": cal, "slots": [
+                dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
+                for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
         }
     finally:
         journal.close()
+
+
+def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
+    """The incumbent's metric on one slot (one GPU): median of its latest runs there."""
+    import statistics
+
+    vals = journal.recent_incumbent_values(slot, target.metric.name, inc.commit) if inc else ()
+    return {"incumbent_value": statistics.median(vals) if vals else None,
+            "incumbent_runs": len(vals)}
 
 
 def log(root: str | Path = ".", config: str | None = None, *, limit: int | None = None,

@@ -158,6 +158,14 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
+    if len(st["slots"]) > 1:  # per-slot (per-GPU) speed of the incumbent, and its noise
+        for s in st["slots"]:
+            gpu = f" (GPU {','.join(map(str, s['gpus']))})" if s["gpus"] else ""
+            noise = "-" if s["noise"] is None else f"{s['noise']:.2%}"
+            q = f", quarantined: {escape(s['reason'])}" if s["quarantined"] else ""
+            console.print(f"  slot {escape(s['name'])}{gpu}: incumbent "
+                          f"{_fmt(s['incumbent_value'], st['unit'])} over "
+                          f"{s['incumbent_runs']} runs, noise {noise}{q}", highlight=False)
 
 
 @app.command()
@@ -212,8 +220,11 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{_pct(d['lo'])}, {_pct(d['hi'])}] δ {_pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
-    from .faces.terminal import print_blocks
+    from .faces.terminal import print_blocks, print_platforms
 
+    final = (data.get("decision") or {}).get("details", {}).get("platforms")
+    if final:
+        print_platforms(console, final)
     print_blocks(console, data["blocks"], data["runs"])
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):
@@ -300,6 +311,12 @@ def _register_optional() -> None:
         _unloadable("finalize", exc)
     else:
         app.command("finalize")(finalize_command)
+    try:
+        from .plan import plan_command
+    except Exception as exc:
+        _unloadable("plan", exc)
+    else:
+        app.command("plan")(plan_command)
     try:
         from .faces.commands import register
     except Exception as exc:

@@ -57,6 +57,7 @@ class BlockEvidence:
     runs: tuple[RunResult, ...] = ()
     error: str = ""
     error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
+    platform: str = ""  # with [[platforms]]: the platform it ran on
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,9 @@ def decide_next(evidence: Evidence, rule: DecisionRule | None = None) -> Action:
     decision = with_values(rule.decide(cur.pairs, ctx), cur.runs, evidence.metric)
     if decision.verdict is Verdict.CONTINUE:
         nb = decision.next_block or NextBlock(ctx.spec.pairs_per_block)
-        avoid = blocks[-1].slot if nb.other_slot else None
+        # A confirmation avoids the slot (the GPU) the first block ran on.
+        avoid = (cur.blocks[0].slot if cur.blocks else blocks[-1].slot) if nb.other_slot \
+            else None
         notice = ""
         inc = evidence.incumbent
         if blocks[-1].inc_commit != inc.commit:

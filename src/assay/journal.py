@@ -133,7 +133,10 @@ MIGRATIONS: list[tuple[str, str]] = [
 MIGRATIONS.append(("0004_withheld_and_seals",
                    "ALTER TABLE experiments ADD COLUMN withheld INTEGER NOT NULL DEFAULT 0;\n"
                    + seal.migration_sql()))
-MIGRATIONS.append(("0005_updated_index", """
+# [[platforms]]: the platform a block must run on ('' when none is declared).
+MIGRATIONS.append(("0005_block_platform",
+                   "ALTER TABLE blocks ADD COLUMN platform TEXT NOT NULL DEFAULT ''"))
+MIGRATIONS.append(("0006_updated_index", """
     CREATE INDEX IF NOT EXISTS experiments_updated ON experiments(updated_at);
     CREATE INDEX IF NOT EXISTS blocks_finished ON blocks(finished_at)
 
@@ -155,6 +158,10 @@ def _statements(sql: str) -> Iterator[str]:
             buf = ""
     if buf.strip(" \n;"):
         yield buf
+
+
+_MEMORY_TEMPLATE: sqlite3.Connection | None = None  # the migrated schema Journal.memory copies
+_MEMORY_LOCK = threading.Lock()
 
 
 def _dumps(value: Any) -> str:
@@ -218,8 +225,21 @@ class Journal:
 
     @classmethod
     def memory(cls) -> Journal:
-        """A journal held in memory (simulations, tests): the same schema, gone when closed."""
-        return cls.open(":memory:")
+        """A journal held in memory (simulations, tests): the same schema, gone when closed.
+
+        The schema is built once per process and copied (SQLite's backup), so a fresh
+        journal per simulated decision costs no migration.
+        """
+        global _MEMORY_TEMPLATE
+        with _MEMORY_LOCK:
+            if _MEMORY_TEMPLATE is None:
+                _MEMORY_TEMPLATE = cls.open(":memory:").conn
+            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            _MEMORY_TEMPLATE.backup(conn)
+        conn.row_factory = sqlite3.Row
+        seal.install(conn)  # the copied triggers call it
+        conn.execute("PRAGMA foreign_keys = ON")
+        return cls(conn, Path(":memory:"))
 
     def check_seals(self) -> None:
         """Raise JournalError when a sealed row was changed outside assay (see seal.py)."""
@@ -430,7 +450,8 @@ class Journal:
 
     # -- blocks --------------------------------------------------------------------
     def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
-                  prefer_slot: str | None = None, avoid_slot: str | None = None) -> str:
+                  prefer_slot: str | None = None, avoid_slot: str | None = None,
+                  platform: str = "") -> str:
         with self.tx():
             row = self.conn.execute("SELECT COUNT(*) FROM blocks WHERE experiment_id = ?",
                                     (exp_id,)).fetchone()
@@ -438,11 +459,11 @@ class Journal:
             block_id = f"{exp_id}-b{seq}"
             self.conn.execute(
                 "INSERT INTO blocks (id, experiment_id, seq, kind, run_order, inc_commit,"
-                " inc_params, state, prefer_slot, avoid_slot, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " inc_params, state, prefer_slot, avoid_slot, created_at, platform)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (block_id, exp_id, seq, kind.value, order, incumbent.commit,
                  _dumps(dict(incumbent.params)), BlockState.QUEUED.value, prefer_slot,
-                 avoid_slot, time.time()))
+                 avoid_slot, time.time(), platform))
         return block_id
 
     def blocks(self, exp_id: str | None = None,
@@ -815,7 +836,7 @@ def _block(r: sqlite3.Row) -> BlockRow:
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
         error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
         build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
-        checks_detail=r["checks_detail"])
+        checks_detail=r["checks_detail"], platform=r["platform"])
 
 
 def _event(r: sqlite3.Row) -> EventRow:

@@ -68,6 +68,7 @@ from .model import (
     Pair,
     RunResult,
     RunStatus,
+    Verdict,
     as_pairs,
     for_proposer,
 )
@@ -77,6 +78,7 @@ from .sessions import SessionOptions
 from .workspace import check_scope, diff_hashes, hash_paths
 
 CAL = "cal"
+PAUSE_LIMIT_S = 600.0  # how long a platform that went away may take to come back
 _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 LEASE_TTL_S = 120.0
 Event = Callable[[str, str, "Experiment | None"], None]
@@ -130,6 +132,7 @@ class Loop:
         self._signals = 0
         self._calibrated = False
         self._started: Incumbent | None = None
+        self._paused_since: float | None = None  # when a declared platform went away
         self.drive: Drive | None = None
         self.failed = ""
         self.session = SessionOptions()  # set by api.session: name, --from-head, --retry
@@ -222,7 +225,7 @@ class Loop:
         research = self.target.state_dir / "research.md"
         if research.exists():
             brief = research.read_text(errors="replace")
-        history = LazyHistory(lambda: [_summary(e) for e in self.journal.experiments()])
+        history = LazyHistory(lambda: [_history_entry(e) for e in self.journal.experiments()])
         return ProposalContext(
             target=self.target, incumbent=inc, history=history,
             noise_floor=cal.get("pooled"), delta=self.delta,
@@ -333,7 +336,9 @@ class Loop:
 
     def _queue_first(self, exp: Experiment) -> None:
         nb = self.rule.first_block(self.decision_context())
-        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent)
+        for platform in [p.name for p in self.target.platforms] or [""]:
+            self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent,
+                                   platform=platform)
 
     # -- dispatch ------------------------------------------------------------------
     def decision_context(self, exp_id: str | None = None) -> DecisionContext:
@@ -373,6 +378,9 @@ class Loop:
                 break
             if row.kind is BlockKind.AA and row.prefer_slot not in free:
                 continue
+            if row.platform and not any(s.platform == row.platform and s.name in free
+                                        for s in self.executor.slots):
+                continue  # its platform has no free slot now
             block = self._block(row)
             if block is None:
                 continue
@@ -398,7 +406,8 @@ class Loop:
             cand = dataclasses.replace(exp.candidate, base_commit=row.incumbent.commit)
         return Block(block_id=row.id, experiment_id=row.experiment_id, kind=row.kind,
                      order=row.order, incumbent=row.incumbent, candidate=cand,
-                     prefer_slot=row.prefer_slot, avoid_slot=row.avoid_slot, seq=row.seq)
+                     prefer_slot=row.prefer_slot, avoid_slot=row.avoid_slot, seq=row.seq,
+                     platform=row.platform)
 
     # -- tell ----------------------------------------------------------------------
     def tell(self, result: BlockResult) -> Experiment | None:
@@ -427,7 +436,7 @@ class Loop:
         blocks = tuple(
             BlockEvidence(b.id, b.kind, b.incumbent.commit, b.slot or "",
                           tuple(sorted(runs.get(b.id, ()), key=lambda r: r.index)),
-                          b.error, b.error_kind)
+                          b.error, b.error_kind, b.platform)
             for b in self.journal.blocks(exp_id, states=(BlockState.DONE,)))
         return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id),
                         self.target.metric.name, tuple(self.target.guards),
@@ -435,9 +444,49 @@ class Loop:
 
     def _advance(self, exp: Experiment) -> Experiment:
         """Decide what comes next for ``exp`` and do it."""
+        if self.target.platforms:
+            return self._advance_platforms(exp)
         return self._act(exp, decide_next(self.evidence(exp.id), self.rule))
 
-    def _act(self, exp: Experiment, action: Action) -> Experiment:
+    def _advance_platforms(self, exp: Experiment) -> Experiment:
+        """With [[platforms]]: decide on each platform's own blocks, then across them."""
+        from . import platforms
+
+        ev = self.evidence(exp.id)
+        pending = {b.platform for b in self.journal.blocks(
+            exp.id, states=(BlockState.QUEUED, BlockState.RUNNING))}
+        actions: dict[str, Action | None] = {}
+        for p in self.target.platforms:
+            if p.name in pending:
+                actions[p.name] = None  # a block is still out on it
+                continue
+            slots = tuple(s.name for s in self.executor.slots if s.platform == p.name)
+            mine = dataclasses.replace(
+                ev, blocks=tuple(b for b in ev.blocks if b.platform == p.name),
+                context=dataclasses.replace(ev.context, slots=slots))
+            actions[p.name] = decide_next(mine, self.rule)
+        c = platforms.combine(actions, platforms.primary(self.target),
+                              self.target.decision.keep_on,
+                              self.target.decision.platform_tolerance)
+        for name, action in c.queue:
+            self._act(exp, action, platform=name)
+        if c.final is None:
+            return exp
+        table = [r.as_dict() for r in c.table]
+        final = c.final
+        if isinstance(final, Invalid):  # what happened on each platform, with its logs
+            last = {b.platform: b.id for b in ev.blocks}
+            where = (self.target.state_dir / "logs" / exp.id).relative_to(self.target.root)
+            logs = "; ".join(f"{p} {where / bid}" for p, bid in last.items())
+            final = dataclasses.replace(final, reason=f"{final.reason}; logs: {logs}")
+        d = final.decision or Decision(
+            Verdict.INVALID if isinstance(final, Invalid) else Verdict.DISCARD, final.reason)
+        d = dataclasses.replace(d, details={**d.details, "platforms": table})
+        return self._act(exp, dataclasses.replace(final, decision=d))
+
+    def _act(self, exp: Experiment, action: Action, platform: str = "") -> Experiment:
+        if isinstance(action, Keep):
+            action = Keep(self._per_slot(exp, action.decision))
         decision = action.decision if not isinstance(action, Rerun) else None
         if decision is not None:
             self.journal.set_decision(exp.id, decision)
@@ -448,7 +497,7 @@ class Loop:
                 self.emit("rebase", action.notice, exp)
             if isinstance(action, Rerun) and action.fail:
                 self.fail(action.fail)
-            self._add_block(exp, action.block, avoid=action.avoid_slot)
+            self._add_block(exp, action.block, avoid=action.avoid_slot, platform=platform)
             return exp
         if isinstance(action, Keep):
             return self._keep(exp, action.decision)
@@ -459,8 +508,10 @@ class Loop:
         return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision,
                             withheld=action.withheld)
 
-    def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None) -> None:
-        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid)
+    def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None,
+                   platform: str = "") -> None:
+        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid,
+                               platform=platform)
 
     def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
         inc = self.incumbent
@@ -481,6 +532,25 @@ class Loop:
         self.hooks.fire("on_keep", exp.id, {"ASSAY_COMMIT": sha})
         self._finish_tell(done)
         return done
+
+    def _per_slot(self, exp: Experiment, decision: Decision) -> Decision:
+        """A keep measured on several slots (GPUs) says whether its effect depends on them."""
+        from .stats.heterogeneity import heterogeneity
+
+        ev = self.evidence(exp.id)
+        if not ev.blocks:
+            return decision
+        now = ev.blocks[-1].inc_commit
+        pairs = [p for b in ev.blocks if b.inc_commit == now
+                 for p in as_pairs(b.runs, self.target.metric.name, b.slot, b.id, b.kind)]
+        h = heterogeneity(pairs, self.target.metric.direction)
+        if len(h.per_slot) < 2:
+            return decision
+        rows = [{"slot": e.slot, "pairs": e.pairs, "effect": e.effect} for e in h.per_slot]
+        return dataclasses.replace(
+            decision, reason=f"{decision.reason}; {h.words()}",
+            details={**decision.details, "per_slot": rows, "slot_dependent": h.dependent,
+                     "slot_dependence_p": h.p})
 
     def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
                 decision: Decision | None = None, withheld: bool = False) -> Experiment:
@@ -580,7 +650,7 @@ class Loop:
         for slot in slots:
             for _ in range(per_slot):
                 self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,
-                                       prefer_slot=slot.name)
+                                       prefer_slot=slot.name, platform=slot.platform)
         self.emit("calibrate", f"measuring noise: {per_slot} A/A block(s) on each of "
                                f"{len(slots)} slot{'' if len(slots) == 1 else 's'}, "
                                f"{per_slot * pairs * len(slots)} A/A pairs in all (at least "
@@ -692,12 +762,38 @@ class Loop:
         if not self.executor.slots:  # never wait forever on nothing
             self.stop_reason = "no slot is left to run blocks on (all quarantined)"
             return True
+        if self._platform_gone():
+            return True
         if self.stop_file.exists():
             self.stop_file.unlink(missing_ok=True)
             self.request_stop("a stop was requested (assay stop / the MCP stop tool)")
             return True
         if d.deadline is not None and time.monotonic() > d.deadline:
             self.stop_reason = f"the time budget of {d.max_hours:g} h is spent"
+            return True
+        return False
+
+    def _away(self) -> list[str]:
+        """Declared platforms with no slot left (all quarantined, or their nodes gone)."""
+        live = {s.platform for s in self.executor.slots}
+        return [p.name for p in self.target.platforms if p.name not in live]
+
+    def _platform_gone(self) -> bool:
+        """A platform that went away pauses the decisions that need it, for a while."""
+        away = self._away()
+        if not away:
+            self._paused_since = None
+            return False
+        now = time.monotonic()
+        if self._paused_since is None:
+            self._paused_since = now
+            self.emit("pause", f"platform {', '.join(away)} has no slot left: decisions that "
+                               f"need it are paused (up to {PAUSE_LIMIT_S:.0f} s for it to "
+                               "come back); nothing is decided without it")
+        if now - self._paused_since > PAUSE_LIMIT_S:
+            self.stop_reason = (f"platform {', '.join(away)} went away and did not come back "
+                                f"within {PAUSE_LIMIT_S:.0f} s; its blocks stay queued, and "
+                                "`assay run` resumes them when it is back")
             return True
         return False
 
@@ -712,7 +808,8 @@ class Loop:
         queued = self.journal.count_blocks((BlockState.QUEUED,))
         free = self.executor.free_slots()
         room = d.budget - self._total()
-        if d.propose and self._calibrated and not self.exhausted and room > 0 and free > queued:
+        if (d.propose and self._calibrated and not self.exhausted and room > 0 and free > queued
+                and self._paused_since is None):
             self.ask(min(free - queued, room))
         self.dispatch()
         # The journal, not the executor, says what is in flight: a block whose result is
@@ -837,7 +934,8 @@ class LazyHistory(Sequence[ExperimentSummary]):
         return bool(self._all())
 
 
-def _summary(e: Experiment) -> ExperimentSummary:
+def _history_entry(e: Experiment) -> ExperimentSummary:
+    """One experiment as a proposer reads it in its context's history."""
     d = e.decision
     stat = ""
     if e.candidate.patch:

@@ -309,6 +309,7 @@ class BlockRow:
     checks_runs: int = 0  # checks runs on the candidate in this block (0: checked before)
     checks_outcome: str = ""  # passed, reused, flaky, failed ('' without checks)
     checks_detail: str = ""
+    platform: str = ""  # with [[platforms]]: the platform it must run on
 
 
 @dataclass(frozen=True)

@@ -194,10 +194,24 @@ _HIDE = ('c=$1; shift; for p do if [ -d "$p" ]; then mount -t tmpfs -o size=64k,
          'hide $p from the command" >&2; exit 126; }; done; exec bash -c "$c"')
 
 
+_LINUX_TOOLS = sys.platform.startswith("linux") and bool(shutil.which("setpriv")) \
+    and bool(shutil.which("prlimit"))
+
+
 def wrap(argv: list[str], limits: LimitSpec | None) -> list[str]:
-    """``argv`` behind the limits wrapper (see :data:`_WRAPPER`)."""
+    """``argv`` behind a wrapper that sets the parent-death signal and the limits.
+
+    On Linux, util-linux's ``setpriv --pdeathsig`` and ``prlimit`` (small C programs, each
+    execs the next); elsewhere, or without them, the Python wrapper :data:`_WRAPPER`.
+    """
     memory = limits.memory_mb * 1024 * 1024 if limits is not None and limits.memory_mb else 0
     cpu = limits.cpu_s if limits is not None and limits.cpu_s else 0
+    if _LINUX_TOOLS:
+        out = ["setpriv", "--pdeathsig", "KILL", "--"]
+        if memory or cpu:
+            out += ["prlimit", *([f"--as={memory}:{memory}"] if memory else []),
+                    *([f"--cpu={cpu}:{cpu + 5}"] if cpu else []), "--"]
+        return [*out, *argv]
     return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(os.getpid()), str(memory),
             str(cpu), *argv]
 

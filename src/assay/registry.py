@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .errors import ConfigError
+
 if TYPE_CHECKING:
     from .config import MetricSpec, Section, Target
     from .executors.base import Executor
@@ -54,6 +56,14 @@ class Registry(Generic[F]):
         except KeyError:
             raise KeyError(f"unknown {self.what} {name!r}; valid: {', '.join(self.names)}") \
                 from None
+
+    def for_config(self, name: str, file: str, key: str) -> F:
+        """The factory for ``name`` read from ``key`` of a config; a ConfigError if unknown."""
+        try:
+            return self.get(name)
+        except KeyError:
+            raise ConfigError(f"unknown {self.what} {name!r}", file=file, key=key,
+                              valid=", ".join(self.names)) from None
 
     def help(self) -> str:
         """One line for ``--help``: every name with what it does."""

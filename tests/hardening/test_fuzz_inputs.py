@@ -3,6 +3,7 @@
 - each ``assay.toml`` section, read by its own consumer (the proposers, research, the
   finalize reviewers), with wrong types, out-of-range numbers and unknown keys;
 - the arguments of every MCP tool a proposer (or any MCP client) can call;
+- ``[commands] compare`` outputs (any text on either side);
 - the files ``assay init`` reads (pi-autoresearch's scripts, pyproject.toml, train.py),
   with the property that init never writes a config that does not load.
 
@@ -185,6 +186,29 @@ def test_mcp_run_experiment_on_any_arguments(mcp_target: Any, patch: str,
     assert isinstance(out, dict)
 
 
+# -- compare outputs ----------------------------------------------------------------------
+LINE = st.one_of(st.text(max_size=40), st.builds(
+    lambda toks: " ".join(toks), st.lists(st.sampled_from(
+        ["1", "1.0", "-0", "1e309", "-1e999", "nan", "NaN", "inf", "-inf", ".5", "5.", "1e-400",
+         "x", "=", "[", "]", ",", "0x10", "1_000", "١", "\x00", "\t"]), max_size=8)))
+OUTPUT = st.lists(LINE, max_size=6).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(OUTPUT, OUTPUT, st.sampled_from([0.0, 1e-9, 0.5, 1e308]),
+       st.sampled_from([0.0, 1e-12, 1.0]))
+def test_compare_outputs_on_any_text(a: str, b: str, rtol: float, atol: float) -> None:
+    from assay.compare import compare_outputs
+
+    FUZZED["compare outputs"] += 1
+    assert compare_outputs(a, a, rtol, atol) == []  # an output always agrees with itself
+    found = compare_outputs(a, b, rtol, atol)
+    assert bool(found) == bool(compare_outputs(b, a, rtol, atol))  # agreement is symmetric
+    for m in found:
+        assert m.line >= 1 and m.why and m.describe().startswith(f"line {m.line}: ")
+
+
 # -- files init reads -------------------------------------------------------------------
 SCRIPT = st.one_of(st.text(max_size=200), st.builds(
     lambda name, val, extra: f"#!/bin/bash\n{extra}\necho \"METRIC {name}={val}\"\n",
@@ -192,17 +216,29 @@ SCRIPT = st.one_of(st.text(max_size=200), st.builds(
     st.sampled_from(["1", "nan", "", "$X"]), st.text(max_size=40)))
 
 
+JSONL = st.lists(st.one_of(st.text(max_size=40), st.sampled_from([
+    '{"type": "config", "name": "x", "metricName": "tok_s", "bestDirection": "higher"}',
+    '{"type": "config", "metricName": 3}', '{"run": "one", "metric": "x"}',
+    '{"run": 1, "metric": 1e999, "status": "keep"}', "[1, 2]", "null", "{", '"str"',
+    '{"run": 1, "commit": null, "description": {"nested": true}}'])), max_size=5
+    ).map("\n".join)
+
+
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(st.dictionaries(st.sampled_from(["autoresearch.sh", "autoresearch.checks.sh",
-                                        "autoresearch.md", "pyproject.toml", "train.py",
-                                        "prepare.py", "program.md", "CMakeLists.txt"]),
-                       SCRIPT, min_size=1, max_size=4))
+                                        "autoresearch.md", "autoresearch.jsonl",
+                                        "pyproject.toml", "train.py", "prepare.py",
+                                        "program.md", "CMakeLists.txt", ".auto/measure.sh",
+                                        ".auto/checks.sh", ".auto/prompt.md",
+                                        ".auto/log.jsonl"]),
+                       st.one_of(SCRIPT, JSONL), min_size=1, max_size=5))
 def test_init_on_fuzzed_project_files_writes_a_config_that_loads(
         tmp_path_factory: pytest.TempPathFactory, files: dict[str, str]) -> None:
     FUZZED["init on fuzzed project files"] += 1
     root = tmp_path_factory.mktemp("init")
     for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8", errors="surrogateescape")
     try:
         path = api.init(root, ask=None)

@@ -23,32 +23,24 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..model import Block, BlockKind, BlockResult, Role, RunResult, RunStatus, Slot
 from .base import Executor
-from .slots import pick_slot
+from .slots import OwnSlots, pick_slot
 
 BlockFn = Callable[[Block, Slot], BlockResult]
 ValueFn = Callable[[str, str], "float | Mapping[str, float]"]
 
 
-class FunctionExecutor(Executor):
+class FunctionExecutor(OwnSlots, Executor):
     name = "function"
 
     def __init__(self, fn: BlockFn, slots: Sequence[Slot] = (Slot("s0"),)) -> None:
         if not slots:
             raise ValueError("FunctionExecutor needs at least one slot")
         self.fn = fn
-        self._slots = list(slots)
-        self._quarantined: set[str] = set()
+        OwnSlots.__init__(self, slots)
         self._busy: dict[str, str] = {}  # slot -> block id, until wait() returns it
         self._done: dict[str, BlockResult] = {}  # block id -> result, in submission order
         self._seen: set[str] = set()
         self.calls = 0  # blocks the function was called for
-
-    @property
-    def slots(self) -> Sequence[Slot]:
-        return [s for s in self._slots if s.name not in self._quarantined]
-
-    def quarantine(self, slot: str) -> None:
-        self._quarantined.add(slot)
 
     def free_slot_names(self) -> list[str]:
         return [s.name for s in self.slots if s.name not in self._busy]

@@ -16,7 +16,7 @@ from ..process import CancelToken
 from ..worker import SlotTrees, run_block
 from ..workspace import Workspace
 from .base import Executor
-from .slots import pick_slot
+from .slots import OwnSlots, pick_slot
 
 
 def local_slots(target: Target) -> list[Slot]:
@@ -25,14 +25,14 @@ def local_slots(target: Target) -> list[Slot]:
     return make(target)
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(OwnSlots, Executor):
     name = "local"
 
     def __init__(self, target: Target, workspace: Workspace,
                  slots: Sequence[Slot] | None = None) -> None:
         self.target = target
         self.ws = workspace
-        self._slots = list(slots) if slots is not None else local_slots(target)
+        OwnSlots.__init__(self, slots if slots is not None else local_slots(target))
         self._trees: dict[str, SlotTrees] = {}
         self._busy: dict[str, str] = {}  # slot -> block id
         self._tokens: dict[str, CancelToken] = {}
@@ -40,14 +40,6 @@ class LocalExecutor(Executor):
         self._seen: set[str] = set()
         self._pending: set[str] = set()  # submitted, not yet returned by wait()
         self._lock = threading.Lock()
-        self._quarantined: set[str] = set()
-
-    @property
-    def slots(self) -> Sequence[Slot]:
-        return [s for s in self._slots if s.name not in self._quarantined]
-
-    def quarantine(self, slot: str) -> None:
-        self._quarantined.add(slot)
 
     def free_slot_names(self) -> list[str]:
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Block
+from ..model import Block, Slot
 
 
 def pick_slot(free: Sequence[str], block: Block) -> str | None:
@@ -23,3 +23,19 @@ def pick_slot(free: Sequence[str], block: Block) -> str | None:
         return block.prefer_slot
     others = [name for name in free if name != block.avoid_slot]
     return (others or list(free))[0]
+
+
+class OwnSlots:
+    """A fixed list of slots, less the quarantined ones: for executors that own their slots
+    (mixed in before :class:`~assay.executors.base.Executor`)."""
+
+    def __init__(self, slots: Sequence[Slot]) -> None:
+        self._slots = list(slots)
+        self._quarantined: set[str] = set()
+
+    @property
+    def slots(self) -> Sequence[Slot]:
+        return [s for s in self._slots if s.name not in self._quarantined]
+
+    def quarantine(self, slot: str) -> None:
+        self._quarantined.add(slot)

@@ -326,3 +326,17 @@ def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
             parts.append(f"{b.get('error_kind') or 'error'}: {b['error']}")
         console.print(escape(parts[0] + " " + ", ".join(parts[1:])), highlight=False,
                       soft_wrap=True)
+
+
+def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
+    """A decision's per-platform table: each platform's own effect and interval."""
+    from rich.table import Table
+
+    t = Table(title="per platform")
+    for col in ("platform", "state", "improvement", "interval", "pairs", "reason"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(escape(str(r["platform"])), str(r["state"]), pct(r.get("effect")),
+                  interval(r.get("lo"), r.get("hi")), str(r.get("pairs", 0)),
+                  escape(str(r.get("reason", ""))))
+    console.print(t)

@@ -51,10 +51,10 @@ def heterogeneity(pairs: Sequence[Pair], direction: Direction,
                   alpha: float = 0.05) -> Heterogeneity:
     """Per-slot improvements and a test of whether they differ (needs 2+ slots, 2+ pairs each)."""
     by_slot: dict[str, list[float]] = {}
-    for p in pairs:
-        x = _log_ratio(p, direction)
+    for pair in pairs:
+        x = _log_ratio(pair, direction)
         if x is not None:
-            by_slot.setdefault(p.slot, []).append(x)
+            by_slot.setdefault(pair.slot, []).append(x)
     per = tuple(SlotEffect(s, len(xs), math.expm1(sum(xs) / len(xs)))
                 for s, xs in sorted(by_slot.items()))
     groups = [xs for xs in by_slot.values() if len(xs) >= 2]

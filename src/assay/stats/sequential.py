@@ -240,9 +240,10 @@ class SequentialRule:
             conf_x = {"confirm_blocks": len(confirm_ids), "confirm_slot": cslot,
                       "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
                       else None}
-            agree, why = self._agrees(vals, scales, [k for k, i in enumerate(used)
-                                                    if i >= start], lk, d_log, prior_df,
-                                       cslot, band)
+            fresh = [k for k, i in enumerate(used) if i >= start]
+            elsewhere = cslot not in {pairs[i].slot for i in used if i < start}
+            agree, why = self._agrees(vals, scales, fresh, lk, d_log, prior_df, cslot, band,
+                                      elsewhere)
             if agree:
                 eff = self._unbiased(pairs, used, vals, scales, start, ctx, prior_df, d_log)
                 conf_x.update(confirm_agreed=True,
@@ -295,11 +296,16 @@ class SequentialRule:
                                  reason="undecided"))
 
     def _agrees(self, vals: Sequence[float], scales: Sequence[float], fresh: Sequence[int],
-                lk: Look, d_log: float, prior_df: int, slot: str, band: str
-                ) -> tuple[bool, str]:
+                lk: Look, d_log: float, prior_df: int, slot: str, band: str,
+                elsewhere: bool = False) -> tuple[bool, str]:
         """The confirmation test: over all pairs the interval still lies above δ at this
         (planned) look, and the fresh block on its own is not significantly worse than the
-        pairs before it (a one-sided test of agreement at :data:`AGREE_Z`)."""
+        pairs before it (a one-sided test of agreement at :data:`AGREE_Z`).
+
+        ``elsewhere``: the fresh block ran on a slot (a GPU, a machine) none of the earlier
+        pairs ran on. A smaller effect there that still clears δ on its own (its one-sided
+        bound at :data:`AGREE_Z` above δ) confirms the keep: the effect depends on the slot,
+        which the keep then reports, rather than being noise."""
         if not fresh:
             return False, "no usable confirmation pair"
         if lk.lo <= d_log:
@@ -312,6 +318,10 @@ class SequentialRule:
         prev = huber([vals[k] for k in old], [scales[k] for k in old], prior_df)
         se = math.hypot(new.se, prev.se)
         z = (new.mean - prev.mean) / se if se > 0 else 0.0
+        if z < -AGREE_Z and elsewhere and new.mean - AGREE_Z * new.se > d_log:
+            return True, (f"its effect {to_fraction(new.mean):+.2%} on slot {slot} clears "
+                          f"{band} on its own, below the {to_fraction(prev.mean):+.2%} "
+                          f"before it elsewhere (z = {z:.1f}): the effect depends on the slot")
         if z < -AGREE_Z:
             return False, (f"the confirmation block's effect {to_fraction(new.mean):+.2%} is "
                            f"significantly below the {to_fraction(prev.mean):+.2%} before it "

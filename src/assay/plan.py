@@ -1,0 +1,173 @@
+"""`assay plan`: can these settings answer the question, before a costly run?
+
+Given the run-to-run noise (measured in the journal, or ``--noise 3%``), the band δ and the
+pair budget, :func:`plan` simulates decisions with the decision code a run uses
+(:class:`assay.simulate.Session`: calibration, noise tracking, the rule, confirmations)
+on normal noise, and reports the false-keep rate (true effect 0), the keep rate at δ, 2δ
+and 4δ, the mean runs per decision, the δ floor this noise and budget allow, and the
+smallest effect kept with the requested power (from the normal approximation at the last
+look, then checked by simulation).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import typer
+
+from .config import DecisionSpec
+from .decision import DecisionContext
+from .errors import AssayError, ConfigError
+from .model import Direction, Verdict
+from .simulate import Session
+from .stats import SequentialRule
+from .stats.bounds import efficacy_bounds
+from .stats.noise import resolvable
+
+
+@dataclass(frozen=True)
+class Cell:
+    effect: float
+    keep: float
+    runs: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_noise: float  # sd of one run, log scale
+    spec: DecisionSpec
+    trials: int
+    power: float
+    cells: tuple[Cell, ...]  # effects 0, δ, 2δ, 4δ
+    floor: float  # the smallest δ the budget resolves at this noise
+    smallest: float  # the smallest effect kept with ``power`` (approximation)
+    smallest_keep: float  # its simulated keep rate
+
+
+def _cell(noise: float, spec: DecisionSpec, effect: float, trials: int, slots: int,
+          seed: int) -> Cell:
+    rng = random.Random(seed)
+    theta = math.log1p(effect)
+    keeps = 0
+    runs = 0
+    for _ in range(trials):
+        def run(role: str, slot: int) -> float:
+            return 100.0 * math.exp(noise * rng.gauss(0.0, 1.0) + (theta if role == "B"
+                                                                    else 0.0))
+
+        sim = Session(run, spec, slots=slots)
+        sim.calibrate()
+        d, used = sim.decide()
+        keeps += d.verdict is Verdict.KEEP
+        runs += used
+    return Cell(effect, keeps / trials, runs / trials)
+
+
+def plan(run_noise: float, spec: DecisionSpec, trials: int = 200, power: float = 0.9,
+         slots: int = 1, seed: int = 0) -> Plan:
+    """Simulated operating characteristics of ``spec`` at ``run_noise`` (sd of one run)."""
+    if not (math.isfinite(run_noise) and run_noise > 0):
+        raise ConfigError("the noise must be a positive number (e.g. --noise 3%)")
+    delta = spec.delta
+    cells = tuple(_cell(run_noise, spec, e, trials, slots, seed + k)
+                  for k, e in enumerate((0.0, delta, 2 * delta, 4 * delta)))
+    pair = run_noise * math.sqrt(2)
+    rule = SequentialRule()
+    looks = rule.looks(DecisionContext(Direction.MAXIMIZE, spec, spec.delta))
+    c = efficacy_bounds(looks, (1 - spec.confidence) / 2, rule.rho)[
+        max(i for i, n in enumerate(looks) if n <= spec.max_pairs)]
+    from scipy.special import ndtri
+
+    z = float(ndtri(power))
+    eff_delta = max(delta, resolvable(pair, spec))
+    smallest = math.expm1(math.log1p(eff_delta) + (c + z) * pair / math.sqrt(spec.max_pairs))
+    check = _cell(run_noise, spec, smallest, trials, slots, seed + 10)
+    return Plan(run_noise, spec, trials, power, cells, resolvable(pair, spec), smallest,
+                check.keep)
+
+
+def render(p: Plan) -> str:
+    s = p.spec
+    lines = [
+        f"plan: run noise {p.run_noise:.2%} (pair noise {p.run_noise * math.sqrt(2):.2%}), "
+        f"δ {s.delta:.2%}, at most {s.max_pairs} pairs, confidence {s.confidence:.0%}; "
+        f"{p.trials} simulated decisions per row",
+        f"{'':14s} {'effect':>7s} {'kept':>7s} {'mean runs':>9s}"]
+    names = ("0 (false keep)", "δ", "2δ", "4δ")
+    for name, c in zip(names, p.cells, strict=True):
+        lines.append(f"{name:>14s} {c.effect:+7.2%} {c.keep:7.1%} {c.runs:9.1f}")
+    mean = sum(c.runs for c in p.cells) / len(p.cells)
+    lines.append(f"mean runs per decision: {mean:.1f} (the start-up A/A calibration is "
+                 "charged once per run, not here)")
+    lines.append(f"the budget resolves δ down to {p.floor:.2%} at this noise (a finer δ is "
+                 "raised to it)")
+    lines.append(f"smallest effect kept with {p.power:.0%} power: about {p.smallest:+.2%} "
+                 f"(simulated: kept {p.smallest_keep:.0%} of the time)")
+    verdict = "can" if p.cells[3].keep >= p.power and p.cells[0].keep <= 0.02 else "cannot"
+    lines.append(f"these settings {verdict} keep a +4δ change with {p.power:.0%} power while "
+                 "holding false keeps at 2% or less")
+    return "\n".join(lines)
+
+
+def _fraction(text: str, name: str) -> float:
+    t = text.strip()
+    try:
+        return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ConfigError(f"--{name} {text!r} is not a number; give e.g. --{name} 3% or "
+                          f"--{name} 0.03") from None
+
+
+def plan_command(
+        noise: str = typer.Option("", "--noise", help="Run-to-run noise (sd of one run), e.g. "
+                                  "3%; default: measured in the journal."),
+        delta: str = typer.Option("", "--delta", help="The band δ, e.g. 1%; default: the "
+                                  "config's."),
+        pairs: int = typer.Option(0, "--pairs", help="The pair budget (max_pairs); default: "
+                                  "the config's."),
+        power: float = typer.Option(0.9, "--power", help="Requested power for the smallest "
+                                    "effect (default 0.9)."),
+        trials: int = typer.Option(200, "--trials", help="Simulated decisions per row."),
+        root: Path = typer.Option(Path("."), "--root", "-C", help="The repository."),
+) -> None:
+    """Simulate the decision settings at a noise level: false keeps, keep rates, runs."""
+    from . import api
+    from .cli import _fail
+
+    try:
+        spec = DecisionSpec()
+        slots = 1
+        measured: float | None = None
+        if (root / "assay.toml").exists():
+            target = api.load(root)
+            spec, slots = target.decision, target.run.slots
+            if not noise and api.journal_path(target).exists():
+                j = api.open_journal(target, readonly=True)
+                try:
+                    cal = j.get_meta("calibration") or {}
+                finally:
+                    j.close()
+                pooled = cal.get("pooled")
+                if isinstance(pooled, int | float) and math.isfinite(pooled):
+                    measured = float(pooled) / math.sqrt(2)
+        if noise:
+            run_noise = _fraction(noise, "noise")
+        elif measured is not None:
+            run_noise = measured
+        else:
+            raise ConfigError("no noise measured in this journal yet: give --noise (e.g. "
+                              "--noise 3%) or run `assay run` first")
+        if delta:
+            spec = replace(spec, delta=_fraction(delta, "delta"))
+        if pairs:
+            spec = replace(spec, max_pairs=pairs)
+        if not 0.5 <= power < 1:
+            raise ConfigError("--power must be between 0.5 and 1 (e.g. 0.9)")
+        if trials < 10:
+            raise ConfigError("--trials must be at least 10")
+        typer.echo(render(plan(run_noise, spec, trials=trials, power=power, slots=slots)))
+    except AssayError as exc:
+        _fail(exc)
