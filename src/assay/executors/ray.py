@@ -229,6 +229,11 @@ class RayExecutor(Executor):
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
                                       "namespace": "assay"}
+            host = self.cfg.address.rsplit(":", 1)[0].removeprefix("ray://")
+            if not self.cfg.address or host in ("127.0.0.1", "localhost"):
+                # A cluster on this machine: the driver stays on loopback too, instead of
+                # the address of the default route (which a firewall may close).
+                kwargs["_node_ip_address"] = "127.0.0.1"
             if self.cfg.address:
                 ray.init(address=self.cfg.address, **kwargs)
             else:
