@@ -22,7 +22,7 @@ import torch.nn.functional as F  # noqa: E402
 # --- knobs ------------------------------------------------------------------------------
 PRESET = "default"  # "default" or "tiny" (the environment's GPT_PRESET wins)
 TIME_BUDGET = 300.0  # seconds of training, compile steps excluded
-TOTAL_BATCH_SIZE = 2**18  # tokens per optimizer step
+TOTAL_BATCH_SIZE = 262144  # tokens per optimizer step (2**18)
 DEVICE_BATCH_SIZE = 64  # sequences per forward/backward (gradient accumulation fills up)
 DEPTH = 8  # transformer blocks
 MODEL_DIM = 512  # width, rounded up to a multiple of HEAD_DIM
