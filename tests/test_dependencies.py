@@ -19,7 +19,8 @@ NOT_IMPORTED = {
     "tokenizers": "examples/gpt",
     "pyarrow": "examples/gpt",
     "pytest": "dev tool", "pytest-timeout": "dev tool", "hypothesis": "dev tool",
-    "ruff": "dev tool", "mypy": "dev tool", "pandas": "dev tool (export tests)", "playwright": "dev tool (browser tests)",
+    "ruff": "dev tool", "mypy": "dev tool", "pandas": "dev tool (export tests)",
+    "playwright": "dev tool (browser tests)",
 }
 
 

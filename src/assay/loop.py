@@ -29,6 +29,7 @@ import socket
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,7 @@ class Loop:
         self._calibrated = False
         self._started: Incumbent | None = None
         self._paused_since: float | None = None  # when a declared platform went away
+        self._histories: list[weakref.ref[LazyHistory]] = []  # handed out, maybe unread
         self.drive: Drive | None = None
         self.failed = ""
         self.session = SessionOptions()  # set by api.session: name, --from-head, --retry
@@ -225,7 +227,8 @@ class Loop:
         research = self.target.state_dir / "research.md"
         if research.exists():
             brief = research.read_text(errors="replace")
-        history = LazyHistory(lambda: [_history_entry(e) for e in self.journal.experiments()])
+        history = LazyHistory(self.journal.experiments, self.journal.count_experiments())
+        self._histories.append(weakref.ref(history))
         return ProposalContext(
             target=self.target, incumbent=inc, history=history,
             noise_floor=cal.get("pooled"), delta=self.delta,
@@ -850,7 +853,18 @@ class Loop:
         self.hooks.join()
         self.executor.close()
         self.proposer.close()
+        self._settle_histories()
         self.drive = None
+
+    def _settle_histories(self) -> None:
+        """Contexts a proposer kept but never read get their history now, while the journal
+        is open (each as it stood at its ask)."""
+        alive = [h for ref in self._histories if (h := ref()) is not None and not h.loaded]
+        self._histories.clear()
+        if alive:
+            exps = self.journal.experiments()
+            for h in alive:
+                h.settle(exps)
 
     def install_signal_handlers(self) -> None:
         def handler(signum: int, frame: FrameType | None) -> None:
@@ -910,15 +924,29 @@ def progress(exps: Sequence[Experiment], calibrated: float | None = None) -> Pro
 
 class LazyHistory(Sequence[ExperimentSummary]):
     """The proposal history, read from the journal only if a proposer looks at it (the sweep
-    proposer never does), so an ask costs the same on a journal of any size."""
+    proposer never does), so an ask costs the same on a journal of any size.
 
-    def __init__(self, load: Callable[[], list[ExperimentSummary]]) -> None:
+    It holds the experiments up to ``upto`` (the last one at its ask), however late it is
+    read; the loop settles a history still unread when it ends, before the journal closes.
+    """
+
+    def __init__(self, load: Callable[[], Sequence[Experiment]], upto: int) -> None:
         self._load = load
+        self._upto = upto
         self._items: list[ExperimentSummary] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._items is not None
+
+    def settle(self, exps: Sequence[Experiment]) -> None:
+        if self._items is None:
+            self._items = [_history_entry(e) for e in exps if e.seq <= self._upto]
 
     def _all(self) -> list[ExperimentSummary]:
         if self._items is None:
-            self._items = self._load()
+            self.settle(self._load())
+        assert self._items is not None
         return self._items
 
     def __len__(self) -> int:

@@ -392,7 +392,7 @@ def version_of(journal: Journal) -> str:
     event (two index lookups, whatever the journal's size)."""
     upd = journal.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
     ev = journal.conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
-    return f"{float(upd or 0.0):.6f}:{int(ev or 0)}"
+    return f"{float(upd or 0.0)!r}:{int(ev or 0)}"  # repr: the float reads back exactly
 
 
 def parse_version(text: str) -> float | None:
