@@ -6,7 +6,6 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from . import api
 from .errors import AssayError
+from .faces.terminal import number, pct
 from .registry import PROPOSERS
 
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
@@ -57,16 +57,6 @@ def _fail(exc: AssayError) -> None:
     raise typer.Exit(2)
 
 
-def _fmt(v: Any, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}{(' ' + unit) if unit else ''}"
-    return str(v)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.2%}"
 
 
 @app.command()
@@ -152,8 +142,8 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
                   f"{st['experiments']} experiments: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())))
-    console.print(f"baseline {_fmt(st['baseline'], st['unit'])}, best "
-                  f"{_fmt(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
+    console.print(f"baseline {number(st['baseline'], st['unit'])}, best "
+                  f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
                   f"on {st['branch']}")
     cal = st.get("calibration")
     if cal:
@@ -164,7 +154,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             noise = "-" if s["noise"] is None else f"{s['noise']:.2%}"
             q = f", quarantined: {escape(s['reason'])}" if s["quarantined"] else ""
             console.print(f"  slot {escape(s['name'])}{gpu}: incumbent "
-                          f"{_fmt(s['incumbent_value'], st['unit'])} over "
+                          f"{number(s['incumbent_value'], st['unit'])} over "
                           f"{s['incumbent_runs']} runs, noise {noise}{q}", highlight=False)
 
 
@@ -216,8 +206,8 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
         console.print("measured on: " + escape("\n  ".join(fp_lines)), highlight=False)
     for d in data["decisions"]:
         console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
-                      f"{_pct(d['effect'])} "
-                      f"interval [{_pct(d['lo'])}, {_pct(d['hi'])}] δ {_pct(d['delta'])}, "
+                      f"{pct(d['effect'])} "
+                      f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
     from .faces.terminal import print_blocks, print_platforms

@@ -136,11 +136,7 @@ def _output(args: Sequence[str]) -> str:
 def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
     """The CPU's feature flags (x86 ``flags``, Arm ``Features``), sorted."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = hardware.read_cpuinfo()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip().lower() in ("flags", "features"):

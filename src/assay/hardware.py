@@ -304,14 +304,19 @@ def detect_gpus() -> list[Device]:
     return found if found is not None else _gpus_from_nvidia_smi()
 
 
+def read_cpuinfo() -> str:
+    """The text of /proc/cpuinfo ('' where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
 def cpu_model(cpuinfo: str | None = None) -> str:
     """This machine's CPU model name ('' if it cannot be read)."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read()
-        except OSError:
-            cpuinfo = ""
+        cpuinfo = read_cpuinfo()
     for line in cpuinfo.splitlines():
         if line.lower().startswith(("model name", "hardware", "cpu model")) and ":" in line:
             return line.split(":", 1)[1].strip()

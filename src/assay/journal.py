@@ -435,8 +435,24 @@ class Journal:
         """Every experiment's id, in order."""
         return [r[0] for r in self.conn.execute("SELECT id FROM experiments ORDER BY seq")]
 
-    def digests(self) -> frozenset[str]:
-        return frozenset(r[0] for r in self.conn.execute("SELECT digest FROM experiments"))
+    def digests_after(self, seq: int) -> list[tuple[int, str]]:
+        """(seq, digest) of the experiments after ``seq``, in order: read incrementally."""
+        rows = self.conn.execute("SELECT seq, digest FROM experiments WHERE seq > ? ORDER BY seq",
+                                 (seq,))
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def neighbours(self, seq: int) -> tuple[str | None, str | None]:
+        """The ids of the experiments just before and just after ``seq``."""
+        prev = self.conn.execute("SELECT id FROM experiments WHERE seq < ? ORDER BY seq DESC "
+                                 "LIMIT 1", (seq,)).fetchone()
+        nxt = self.conn.execute("SELECT id FROM experiments WHERE seq > ? ORDER BY seq LIMIT 1",
+                                (seq,)).fetchone()
+        return (str(prev[0]) if prev else None, str(nxt[0]) if nxt else None)
+
+    def version(self) -> tuple[float, int]:
+        """(the last write to an experiment, the last event id): two index lookups."""
+        upd = self.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
+        return float(upd or 0.0), self.last_event_id()
 
     def find_digest(self, digest: str) -> str | None:
         row = self.conn.execute("SELECT id FROM experiments WHERE digest = ? ORDER BY seq LIMIT 1",
@@ -756,13 +772,19 @@ class Journal:
                                  (updated_at,))
         return [_experiment(r) for r in rows]
 
-    def run_totals(self) -> dict[str, dict[str, tuple[int, float]]]:
-        """Per experiment and slot: how many runs and their summed wall seconds."""
+    def run_totals(self, ids: Sequence[str] | None = None
+                   ) -> dict[str, dict[str, tuple[int, float]]]:
+        """Per experiment (all, or those in ``ids``) and slot: how many runs and their summed
+        wall seconds."""
+        sql = ("SELECT experiment_id, slot, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs"
+               "{where} GROUP BY experiment_id, slot")
+        chunks: list[list[str]] = [[]] if ids is None else \
+            [list(ids[i:i + 500]) for i in range(0, len(ids), 500)]
         out: dict[str, dict[str, tuple[int, float]]] = {}
-        for exp_id, slot, n, wall in self.conn.execute(
-                "SELECT experiment_id, slot, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
-                "GROUP BY experiment_id, slot"):
-            out.setdefault(exp_id, {})[slot] = (int(n), float(wall))
+        for chunk in chunks:
+            where = f" WHERE experiment_id IN ({','.join('?' * len(chunk))})" if ids else ""
+            for exp_id, slot, n, wall in self.conn.execute(sql.format(where=where), chunk):
+                out.setdefault(exp_id, {})[slot] = (int(n), float(wall))
         return out
 
     def setup_seconds(self) -> dict[str, float]:

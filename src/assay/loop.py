@@ -239,11 +239,10 @@ class Loop:
 
     def _tried_digests(self) -> frozenset[str]:
         """Every digest in the journal, read incrementally (only experiments added since)."""
-        rows = self.journal.conn.execute("SELECT seq, digest FROM experiments WHERE seq > ? "
-                                         "ORDER BY seq", (self._digest_seq,)).fetchall()
+        rows = self.journal.digests_after(self._digest_seq)
         if rows:
-            self._digests |= {str(r[1]) for r in rows}
-            self._digest_seq = int(rows[-1][0])
+            self._digests |= {digest for _, digest in rows}
+            self._digest_seq = rows[-1][0]
         return frozenset(self._digests)
 
     @property

@@ -390,9 +390,8 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
 def version_of(journal: Journal) -> str:
     """What the dashboard asks changes since: the last write to an experiment and the last
     event (two index lookups, whatever the journal's size)."""
-    upd = journal.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
-    ev = journal.conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
-    return f"{float(upd or 0.0)!r}:{int(ev or 0)}"  # repr: the float reads back exactly
+    upd, ev = journal.version()
+    return f"{upd!r}:{ev}"  # repr: the float reads back exactly
 
 
 def parse_version(text: str) -> float | None:
@@ -411,14 +410,7 @@ def changes(target: Target, journal: Journal, since: float,
     ids = [e.id for e in exps]
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
-    totals: dict[str, dict[str, tuple[int, float]]] = {}
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        for exp_id, slot, n, wall in journal.conn.execute(
-                "SELECT experiment_id, slot, COUNT(*), COALESCE(SUM(wall_s), 0) FROM runs "
-                f"WHERE experiment_id IN ({','.join('?' * len(chunk))}) "
-                "GROUP BY experiment_id, slot", chunk):
-            totals.setdefault(exp_id, {})[slot] = (int(n), float(wall))
+    totals = journal.run_totals(ids) if ids else {}
     rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
     points = []
@@ -459,18 +451,13 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
     hyps = {h.id: h for h in journal.hypotheses()}
     out = _detail(target, journal, exp, journal.decisions(exp_id), journal.blocks(exp_id),
                   journal.runs(exp_id), slot_gpus(target, journal), hyps, tail_bytes, True)
-    prev = journal.conn.execute("SELECT id FROM experiments WHERE seq < ? ORDER BY seq DESC "
-                                "LIMIT 1", (exp.seq,)).fetchone()
-    nxt = journal.conn.execute("SELECT id FROM experiments WHERE seq > ? ORDER BY seq "
-                               "LIMIT 1", (exp.seq,)).fetchone()
     if order is not None:
         seqs = list(order)
         i = seqs.index(exp_id)
         out["prev"] = seqs[i - 1] if i > 0 else None
         out["next"] = seqs[i + 1] if i + 1 < len(seqs) else None
     else:
-        out["prev"] = prev[0] if prev else None
-        out["next"] = nxt[0] if nxt else None
+        out["prev"], out["next"] = journal.neighbours(exp.seq)
     out["generated_at"] = time.time()
     return out
 

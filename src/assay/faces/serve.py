@@ -125,10 +125,9 @@ class Pages:
                 if r["state"] == "kept" and r["value"] is not None:
                     best = r["value"]
             cost = cost_summary(merged, totals)
-            recent = journal.conn.execute(
-                "SELECT id, ts, kind, experiment_id, message FROM events ORDER BY id DESC "
-                "LIMIT 12").fetchall()
-            events = [dict(e) for e in recent]
+            events = [{"id": e.id, "ts": e.ts, "kind": e.kind,
+                       "experiment_id": e.experiment_id, "message": e.message}
+                      for e in journal.recent_events(12)]
             inc = journal.incumbent()
             new = dict(base)
             new.update(experiments=merged, counts=counts, best=best, version=version,

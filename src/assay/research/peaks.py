@@ -89,14 +89,9 @@ def cores() -> int:
 
 
 def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags") and ":" in line:
-            return set(line.split(":", 1)[1].split())
-    return set()
+    from ..fingerprint import cpu_flags as flags
+
+    return set(flags())
 
 
 def llc_bytes() -> int:
