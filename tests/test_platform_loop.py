@@ -114,6 +114,8 @@ def test_a_candidate_is_kept_by_the_primary_platform_and_refused_for_a_regressio
     assert rows["x86"]["state"] == "keep" and rows["x86"]["effect"] > 0.15
     assert abs(rows["arm"]["effect"]) < 0.03
     assert rows["x86"]["lo"] is not None and rows["x86"]["lo"] < rows["x86"]["effect"]
+    # slots are compared within the platform that decided, never across platforms
+    assert "arm-0" not in shown["decision"]["reason"]
     hurt = api.show(log["x86-hurts-arm"]["id"], root)["decision"]["details"]["platforms"]
     effects = {r["platform"]: r["effect"] for r in hurt}  # B/A - 1: positive is better
     assert abs(effects["x86"] - 0.25) < 0.02 and abs(effects["arm"] + 0.20) < 0.02

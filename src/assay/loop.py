@@ -543,7 +543,11 @@ class Loop:
         if not ev.blocks:
             return decision
         now = ev.blocks[-1].inc_commit
+        # With [[platforms]] the platforms have their own table: compare the slots of the
+        # platform that decided, not one platform's slots with another's.
+        platform = str(decision.details.get("decided_on", ""))
         pairs = [p for b in ev.blocks if b.inc_commit == now
+                 and (not platform or b.platform == platform)
                  for p in as_pairs(b.runs, self.target.metric.name, b.slot, b.id, b.kind)]
         h = heterogeneity(pairs, self.target.metric.direction)
         if len(h.per_slot) < 2:
