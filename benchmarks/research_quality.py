@@ -176,7 +176,7 @@ def main() -> int:
             print(f"missed: {e['kind']} {e['key']} ({e['why']})")
     for d in result.diffs:
         if d.changed:
-            print(f"\nfork diff of a hot function: {d.function}, {d.other} {d.theirs} vs "
+            print(f"\nfork diff of a hot function: {d.function}, {d.theirs} vs "
                   f"{d.mine} ({d.matched_by}; {'; '.join(d.summary)})")
             print("\n".join(d.diff.splitlines()[:24]))
     diff_hyps = [h for h in hyps if h.source_kind == "diff"]

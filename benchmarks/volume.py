@@ -344,18 +344,18 @@ def loop_overhead(root: Path | None, experiments: int) -> float:
             before = j.count_experiments()
             j.set_incumbent(Incumbent(head(live), {"X": 1}))  # this copy's own commit
             j.close()
-        api.run(live, budget=before + 2, proposer="sweep")  # warm: worktrees, imports
-        j = Journal.open(live / ".assay" / "journal.sqlite", readonly=True)
-        start_n = j.count_experiments()
-        inside0 = float(j.conn.execute("SELECT COALESCE(SUM(wall_s), 0) FROM runs").fetchone()[0])
-        j.close()
+        # A session's budget counts its own experiments (the journal's are not spent).
+        api.run(live, budget=2, proposer="sweep")  # warm: worktrees, imports
         decided: list[tuple[float, str]] = []
 
         def on_event(kind: str, message: str, exp: Any) -> None:
             if exp is not None and exp.state.is_finished() and kind != "queued":
                 decided.append((time.perf_counter(), exp.id))
 
-        api.run(live, budget=start_n + experiments, proposer="sweep", on_event=on_event)
+        api.run(live, budget=experiments, proposer="sweep", on_event=on_event)
+        if len(decided) < 2:
+            raise RuntimeError(f"the loop decided {len(decided)} experiment(s) of {experiments}"
+                               f" on top of {before:,d}; nothing to time")
         # Between the first and the last decision of the session (its start-up left out):
         # wall time per experiment minus the benchmark time the two slots spent per one.
         ids = [i for _, i in decided[1:]]
@@ -365,7 +365,6 @@ def loop_overhead(root: Path | None, experiments: int) -> float:
         inside = float(j.conn.execute(f"SELECT COALESCE(SUM(wall_s), 0) FROM runs WHERE "
                                       f"experiment_id IN ({marks})", ids).fetchone()[0])
         j.close()
-        _ = inside0
         return (span - inside / 2) / max(len(ids), 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from assay import api
 from assay.checks import failing_tests
 from assay.compare import compare_outputs
+from assay.faces.data import experiment_data
 from assay.workspace import rewrite_assignment
 
 from .conftest import TinyFactory, git, patch_work
@@ -21,6 +26,8 @@ def _commands(root: Path, **cmds: str) -> None:
     cfg = cfg.replace("bench_timeout = 30\n", "bench_timeout = 30\n" + lines)
     protected = ", ".join(f'"{p}"' for p in ("bench.py", "build.py", "checks.py", "cmp.py"))
     cfg = cfg.replace('protected = ["bench.py"]', f"protected = [{protected}]")
+    if "verify =" not in cfg:  # these tests count the builds and checks of the candidates
+        cfg = cfg.replace("\n[run]\n", "\n[run]\nverify = false\n", 1)
     (root / "assay.toml").write_text(cfg)
     git(root, "add", "-A")
     git(root, "commit", "-qm", "commands")
@@ -84,6 +91,55 @@ def test_a_candidate_is_built_and_checked_once_across_its_blocks(
         assert blocks[0]["checks_runs"] == 1 and blocks[0]["checks_outcome"] == "passed"
         assert all(b["checks_runs"] == 0 for b in blocks[1:]), blocks
         assert all(b["build_s"] == 0.0 for b in blocks[1:]), blocks  # warm: no rebuild
+        assert blocks[0]["build_s"] > 0.0, blocks  # the candidate's one build, timed
+    # The report shows each block's build time and checks runs the way `assay show` does.
+    target = api.load(root)
+    journal = api.open_journal(target, readonly=True)
+    try:
+        detail = experiment_data(target, journal, "e0002")
+    finally:
+        journal.close()
+    assert detail is not None
+    shown = [(b["build_s"], b["checks_runs"], b["checks_outcome"]) for b in detail["blocks"]]
+    assert [(b["build_s"], b["checks_runs"], b["checks_outcome"])
+            for b in api.show("e0002", root)["blocks"]] == shown
+    assert shown[0][0] > 0.0 and shown[0][1:] == (1, "passed"), shown
+
+
+ENV_BUILD = """\
+import os, pathlib, sys
+with open(sys.argv[1], "a") as fh:
+    fh.write(f"{pathlib.Path.cwd()}|{os.environ.get('CCACHE_BASEDIR', '-')}|"
+             f"{os.environ.get('SCCACHE_BASEDIRS', '-')}\\n")
+"""
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_compiler_caches_point_at_the_slots_tree(
+        tiny_target: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tools: bool) -> None:
+    root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE,
+                       files={"build.py": ENV_BUILD})
+    _commands(root, build=f"{sys.executable} build.py {tmp_path / 'env.log'}")
+    _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    if tools:
+        fake = tmp_path / "bin"
+        fake.mkdir()
+        for name in ("ccache", "sccache"):
+            (fake / name).write_text('#!/bin/sh\nexec "$@"\n')
+            (fake / name).chmod(0o755)
+        monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
+    monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
+    api.run(root, proposer="queue")
+    lines = [ln.split("|") for ln in (tmp_path / "env.log").read_text().splitlines()]
+    assert {Path(cwd).name for cwd, _, _ in lines} == {"s0-a", "s0-b"}, lines
+    for cwd, ccache, sccache in lines:
+        if tools:  # each slot tree is its own base: hits are shared across trees
+            assert Path(ccache).resolve() == Path(cwd).resolve(), lines
+            assert Path(sccache).resolve() == Path(cwd).resolve(), lines
+        else:
+            assert (ccache, sccache) == ("-", "-"), lines
 
 
 def test_failing_checks_are_told_apart_from_flaky_ones(
@@ -153,6 +209,26 @@ def test_a_crashing_incumbent_stops_calibration_on_its_first_run(
     assert "logs:" in summary.failed and "r1-A.err" in summary.failed
     outs = list((root / ".assay" / "logs" / "cal").rglob("r*-A.out"))
     assert len(outs) == 1, outs  # one run, not 3 blocks x 4 runs
+
+
+def test_a_hanging_incumbent_stops_calibration_on_its_first_run(
+        tiny_target: TinyFactory) -> None:
+    root = tiny_target(budget=2, pairs=2, slots=1)
+    cfg = (root / "assay.toml").read_text().replace("aa_blocks = 0", "aa_blocks = 3")
+    (root / "assay.toml").write_text(cfg.replace("bench_timeout = 30", "bench_timeout = 1"))
+    (root / "bench.py").write_text("import time\nprint('warming up', flush=True)\n"
+                                   "time.sleep(60)\n")
+    git(root, "commit", "-qam", "a bench that hangs")
+    t0 = time.monotonic()
+    summary = api.run(root)
+    took = time.monotonic() - t0
+    assert "calibration failed" in summary.failed and "timeout" in summary.failed, summary
+    assert "killed after 1s" in summary.failed and "logs:" in summary.failed
+    assert "r1-A.err" in summary.failed
+    outs = list((root / ".assay" / "logs" / "cal").rglob("r*-A.out"))
+    assert len(outs) == 1, outs  # the first run's timeout, not 3 blocks x 4 of them
+    assert "warming up" in outs[0].read_text()
+    assert took < 30, took  # one timeout (1 s) and the setup, never a 60 s sleep
 
 
 def test_parameters_equal_to_the_file_keep_its_spelling() -> None:

@@ -39,6 +39,18 @@ def declared() -> dict[str, str]:
     return out
 
 
+def _sdk_names(node: ast.Assign) -> list[str]:
+    """The module named by ``sdk = "m"`` (or ``sdk, sdk_client = "m", "C"``) in a class."""
+    pairs: list[tuple[ast.expr, ast.expr]] = []
+    for target in node.targets:
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            pairs += zip(target.elts, node.value.elts, strict=False)
+        else:
+            pairs.append((target, node.value))
+    return [v.value for t, v in pairs if isinstance(t, ast.Name) and t.id == "sdk"
+            and isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value]
+
+
 def imported() -> dict[str, str]:
     """Top-level third-party modules imported by src/ -> the first file importing it."""
     out: dict[str, str] = {}
@@ -55,6 +67,8 @@ def imported() -> dict[str, str]:
                     and (getattr(node.func, "id", "") in ("require", "need")
                          or getattr(node.func, "attr", "") == "import_module"):
                 names = [node.args[0].value]  # require("module", ...), import_module("...")
+            elif isinstance(node, ast.Assign):  # a chat client's `sdk = "openai"`, which
+                names = _sdk_names(node)        # it imports with require(self.sdk, ...)
             for name in names:
                 top = name.split(".")[0]
                 if top != "assay" and top not in sys.stdlib_module_names:
@@ -79,3 +93,28 @@ def test_every_declared_package_is_imported() -> None:
     unused = [f"{name} ({where})" for name, where in declared().items()
               if name not in used and name not in NOT_IMPORTED]
     assert not unused, "declared but never imported by src/: " + "; ".join(unused)
+
+
+def test_building_the_package_prints_no_deprecation_banner(tmp_path: Path) -> None:
+    """`make demo` installs the package: setuptools must have nothing to warn about (a
+    ``license = {text = ...}`` table or a license classifier prints a banner, twice)."""
+    import shutil
+    import subprocess
+
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy(ROOT / "README.md", tmp_path)
+    pkg = tmp_path / "src" / "assay"
+    pkg.mkdir(parents=True)
+    shutil.copy(SRC / "__init__.py", pkg)
+    out = tmp_path / "meta"
+    out.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c",
+         "import sys, setuptools.build_meta as b\n"
+         "b.prepare_metadata_for_build_editable(sys.argv[1])",
+         str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    assert "Deprecat" not in text and "License classifiers" not in text, text
+    meta = next(out.glob("*.dist-info")) / "METADATA"
+    assert "License-Expression: MIT" in meta.read_text()

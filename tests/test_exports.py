@@ -63,6 +63,8 @@ def pi_load(text: str) -> dict[str, Any]:
             else 0,
             "confidence": entry["confidence"]
             if isinstance(entry.get("confidence"), (int, float)) else None,
+            "segment": entry["segment"] if isinstance(entry.get("segment"), int) else 0,
+            "keys": set(entry),
         })
     return state
 
@@ -96,6 +98,10 @@ def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None
     assert [r["raw_status"] for r in runs] == ["keep", "discard", "checks_failed", "keep"]
     assert runs[0]["description"] == "baseline" and runs[0]["metric"] > 0
     assert all(r["timestamp"] > 1e12 for r in runs)  # milliseconds, as Date.now()
+    need = {"run", "commit", "metric", "metrics", "status", "description", "timestamp",
+            "segment", "confidence"}
+    assert all(need <= r["keys"] for r in runs), [sorted(need - r["keys"]) for r in runs]
+    assert {r["segment"] for r in runs} == {0}  # one config header: one segment
     assert all("mem_kb" in r["metrics"] for r in runs if r["raw_status"] != "checks_failed")
     kept = runs[3]
     assert kept["commit"] and kept["metric"] > runs[0]["metric"] * 3

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from assay.config import parse
@@ -140,6 +142,32 @@ def test_cmake(tmp_path: Path) -> None:
     assert plan.editable == ("src/**/*.cpp", "src/**/*.h")
     target = parse(roundtrip(plan), tmp_path)
     assert target.build is not None and "cmake --build" in target.build.cmd
+
+
+def _fake_tool(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text('#!/bin/sh\nexec "$@"\n')
+    (folder / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("build_file", ["CMakeLists.txt", "Makefile"])
+def test_init_suggests_ccache_or_uses_it(tmp_path: Path, build_file: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {build_file: "project(x)\n" if build_file == "CMakeLists.txt" else "all:\n",
+             "src/a.c": ""}
+    root = make(tmp_path / "p", files)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no ccache anywhere
+    plan = detect(root)
+    assert "ccache" not in plan.build
+    assert any("install ccache" in n for n in plan.notes), plan.notes
+    _fake_tool(tmp_path / "bin", "ccache")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    plan = detect(root)
+    want = "-DCMAKE_C_COMPILER_LAUNCHER=ccache" if build_file == "CMakeLists.txt" \
+        else 'CC="ccache cc"'
+    assert want in plan.build, plan.build
+    assert not any("install ccache" in n for n in plan.notes), plan.notes
+    parse(roundtrip(plan), root)
 
 
 def test_nothing_detected_still_renders(tmp_path: Path) -> None:
@@ -331,3 +359,11 @@ def test_the_config_written_for_a_karpathy_layout_runs(tmp_path: Path) -> None:
     # a value the file already holds keeps the file's spelling (2**10, not 1024)
     assert "TOTAL_BATCH_SIZE = 2**10" in (root / ".assay" / "worktrees" / "s0-a" / "train.py"
                                           ).read_text()
+    # results.tsv as karpathy's notebook reads it: a baseline row first, then every
+    # experiment with a value (a candidate measured alone is judged against the incumbent's
+    # recent runs, so a discard shows its effect applied to that value, never 0)
+    df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
+    assert list(df.columns) == ["commit", "val_bpb", "memory_gb", "status", "description"]
+    assert len(df) == 3 and df["description"][0] == "baseline", df
+    assert abs(df["val_bpb"][0] - 1.1) < 1e-3 and df["memory_gb"][0] == 1.0, df
+    assert (df["val_bpb"] > 0.9).all() and (df["memory_gb"] > 0).all(), df

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import JournalError
-from assay.journal import MIGRATIONS, Journal
+from assay.journal import MIGRATIONS, Journal, peek_count
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -62,6 +62,23 @@ def test_block_results_are_idempotent(tmp_path: Path) -> None:
     assert not j.record_block(_result(bid, exp.id, value=99.0))
     runs = j.runs(exp.id)
     assert len(runs) == 4 and runs[0].metrics == {"m": 2.0}
+
+
+def test_peek_count_reads_a_live_journal_file_without_opening_it(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    assert peek_count(path, "finished") is None  # no journal yet
+    j = Journal.open(path)
+    done = j.add_experiment(Candidate("abc", params={"x": 1}))
+    j.add_experiment(Candidate("abc", params={"x": 2}))
+    bid = j.add_block(done.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
+    assert j.lease_block(bid, "s0", "me", 60) and j.record_block(_result(bid, done.id))
+    j.set_state(done.id, ExperimentState.DISCARDED)
+    assert peek_count(path, "finished") == 1  # while the writer holds it open
+    assert peek_count(path, "runs", done.id) == 4
+    assert peek_count(path, "runs", "e0002") == 0
+    j.close()
+    (tmp_path / "junk.sqlite").write_text("not a database")
+    assert peek_count(tmp_path / "junk.sqlite", "finished") is None
 
 
 def test_finished_state_is_final(tmp_path: Path) -> None:

@@ -128,6 +128,20 @@ def test_a_candidate_is_kept_by_the_primary_platform_and_refused_for_a_regressio
     assert out.returncode == 0, out.stderr
     table = out.stdout[out.stdout.index("platform"):]
     assert "x86" in table and "arm" in table and "keep" in table
+    # the report carries the same rows into the experiment's details (drawn as a table)
+    from assay import config as cfg
+    from assay.faces.data import open_readonly, report_data
+
+    target = cfg.load(root)
+    journal = open_readonly(target)
+    try:
+        details = report_data(target, journal)["details"]
+    finally:
+        if journal is not None:
+            journal.close()
+    last = details[log["x86-hurts-arm"]["id"]]["decisions"][-1]
+    assert {r["platform"]: round(r["effect"], 4) for r in last["details"]["platforms"]} == \
+        {k: round(v, 4) for k, v in effects.items()}
     assert app is not None
 
 
@@ -163,3 +177,28 @@ def test_a_platform_that_goes_away_pauses_its_decisions(tmp_path: Path) -> None:
         assert all(not e.state.is_finished() for e in j.experiments())
     finally:
         j.close()
+
+
+def test_finalize_checks_each_platform_and_gives_a_per_platform_table(tmp_path: Path) -> None:
+    from assay.finalize.run import finalize
+
+    root = _target(tmp_path, ["x86-only"])
+    api.run(root, proposer="queue")
+    assert {e["hypothesis"]: e["state"] for e in api.log(root)} == {"x86-only": "kept"}
+    res = finalize(root, reviewer=None)
+    [o] = res.outcomes
+    assert o.alone is not None and o.without is not None
+    rows = {(r["platform"]): r for r in o.alone.platforms}
+    assert set(rows) == {"x86", "arm"}
+    assert abs(rows["x86"]["effect"] - 0.25) < 0.02 and abs(rows["arm"]["effect"]) < 0.03
+    text = (res.folder / o.group.slug / "PR.md").read_text()
+    table = text[text.index("Per platform"):]
+    lines = [ln for ln in table.splitlines() if ln.startswith("| x86 ") or
+             ln.startswith("| arm ")]
+    assert [ln.split(" | ")[0:2] for ln in lines] == [
+        ["| x86", "this change alone"], ["| x86", "final tree without it"],
+        ["| arm", "this change alone"], ["| arm", "final tree without it"]]
+    assert f"| {rows['x86']['effect']:+.2%} |" in lines[0] and lines[0].endswith("| keep |")
+    assert f"| {rows['arm']['effect']:+.2%} |" in lines[2]
+    # the checks ran with each local platform's environment (checks.py reads PLATFORM)
+    assert "pass on merge-base + this change alone on platforms x86, arm" in text

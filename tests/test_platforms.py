@@ -158,15 +158,50 @@ def test_platform_executor_runs_each_block_on_its_own_platform(tmp_path: Path) -
                          platform="riscv"))
 
 
-def test_two_remote_platforms_are_refused_before_anything_starts(tmp_path: Path) -> None:
-    from assay.api import build_executor
+@pytest.mark.parametrize(("extra", "message"), [
+    ('[[platforms]]\nname = "x86"\nray_resource = "x86"\n'
+     '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.4xlarge" }\n',
+     r"x86 \(Ray\) and arm \(SkyPilot\) in one run"),
+    ('[[platforms]]\nname = "x86"\nray_resource = "x86"\n'
+     '[[platforms]]\nname = "arm"\nray_resource = "arm"\n',
+     r"Ray platforms x86, arm share one Ray cluster and \[executor.ray\] address is not set"),
+    ('[executor.skypilot]\ncloud = "aws"\nregion = "us-east-1"\n'
+     '[[platforms]]\nname = "x86"\nsky = { instance_type = "c7i.4xlarge" }\n'
+     '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.4xlarge", '
+     'region = "eu-west-1" }\n',
+     r"one cloud and region.*arm: cloud aws, region eu-west-1"),
+    ('[[platforms]]\nname = "x86"\nsky = { instance_type = "c7i.4xlarge", cloud = "aws" }\n'
+     '[[platforms]]\nname = "arm"\nsky = { instance_type = "t2a-standard-4", cloud = "gcp" }\n',
+     r"x86: cloud aws, region \(open\); arm: cloud gcp"),
+])
+def test_remote_platforms_one_driver_cannot_reach_together_are_refused_before_anything_starts(
+        tmp_path: Path, extra: str, message: str) -> None:
+    from assay.platforms import check_remote
 
-    repo = _repo(tmp_path, 'print("METRIC t=1")',
-                 '[[platforms]]\nname = "x86"\nray_resource = "x86"\n'
-                 '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.4xlarge" }\n')
-    target = config.load(repo)
-    with pytest.raises(ExecutorError, match="one run talks to one cluster"):
-        build_executor(target, Workspace(target, "plat"))
+    target = config.load(_repo(tmp_path, 'print("METRIC t=1")', extra))
+    with pytest.raises(ExecutorError, match=message):
+        check_remote(target)
+
+
+def test_several_remote_platforms_of_one_kind_are_accepted(tmp_path: Path) -> None:
+    from assay.platforms import check_remote
+
+    for i, extra in enumerate((
+            '[executor.ray]\naddress = "10.0.0.2:6379"\n'
+            '[[platforms]]\nname = "x86"\nray_resource = "x86"\n'
+            '[[platforms]]\nname = "arm"\nray_resource = "arm"\n'
+            '[[platforms]]\nname = "here"\n',
+            '[executor.skypilot]\ncloud = "aws"\nregion = "us-east-1"\n'
+            '[[platforms]]\nname = "x86"\nsky = { instance_type = "c7i.4xlarge" }\n'
+            '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.4xlarge" }\n'
+            '[[platforms]]\nname = "here"\n',
+            '[[platforms]]\nname = "x86"\nsky = { instance_type = "c7i.4xlarge" }\n'
+            '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.4xlarge" }\n')):
+        (tmp_path / str(i)).mkdir()
+        target = config.load(_repo(tmp_path / str(i), 'print("METRIC t=1")', extra))
+        check_remote(target)
+        assert [p.kind for p in target.platforms][:2] in (["ray", "ray"],
+                                                          ["skypilot", "skypilot"])
 
 
 def test_skypilot_pools_for_x86_and_arm_validate_offline(tmp_path: Path) -> None:

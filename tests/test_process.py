@@ -91,6 +91,20 @@ def test_cpu_limit_applies(tmp_path: Path) -> None:
     assert r.exit_code is not None and r.exit_code != 0
 
 
+def test_no_subprocess_call_in_the_package_uses_preexec_fn() -> None:
+    # preexec_fn runs Python between fork and exec: unsafe when other threads hold locks.
+    import ast
+
+    import assay
+
+    src = Path(assay.__file__).parent
+    found = [f"{path.relative_to(src)}:{node.lineno}"
+             for path in sorted(src.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(), str(path)))
+             if isinstance(node, ast.keyword) and node.arg == "preexec_fn"]
+    assert not found, f"preexec_fn used at {found}; set limits in a wrapper (process.wrap)"
+
+
 @pytest.mark.parametrize("wrapper", ["setpriv+prlimit", "python"])
 def test_limits_are_set_by_a_wrapper_and_hold_in_threads(tmp_path: Path, wrapper: str,
                                                          monkeypatch: pytest.MonkeyPatch

@@ -77,6 +77,40 @@ def test_a_new_user_commit_is_announced_and_from_head_replays_kept_changes(
     assert st["branch"] == "assay/first"
 
 
+STRICT_CHECKS = """\
+import pathlib, sys, work
+if pathlib.Path("strict.txt").exists() and work.WORK < 100_000:
+    print("FAILED tests/test_strict.py::test_enough_work - WORK below the new floor")
+    sys.exit(1)
+"""
+
+
+def test_from_head_re_checks_each_replayed_change(tiny_target: TinyFactory) -> None:
+    root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE,
+                       files={"checks.py": STRICT_CHECKS})
+    cfg = (root / "assay.toml").read_text().replace(
+        "bench_timeout = 30", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"')
+    (root / "assay.toml").write_text(cfg.replace('protected = ["bench.py"]',
+                                                 'protected = ["bench.py", "checks.py"]'))
+    git(root, "commit", "-qam", "checks")
+    _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    api.run(root, proposer="queue", budget=1)
+    assert [e["state"] for e in api.log(root)] == ["kept"]
+    # The user's new commit makes the kept change fail the project's checks.
+    (root / "strict.txt").write_text("at least 100000\n")
+    git(root, "add", "strict.txt")
+    git(root, "commit", "-qm", "a stricter test")
+    head = git(root, "rev-parse", "HEAD").strip()
+    events: list[str] = []
+    summary = api.run(root, proposer="queue", budget=1, from_head=True,
+                      on_event=lambda k, m, e: events.append(m))
+    assert summary.failed == "", summary
+    assert any(f"e0001 replayed on {head[:12]} fails its checks and is left out" in m
+               and "test_strict.py::test_enough_work" in m for m in events), events
+    assert api.status(root)["incumbent"]["commit"] == head  # the replay was left out
+    assert not any("replayed e0001" in m and "checks pass" in m for m in events), events
+
+
 def test_status_names_the_branch_holding_the_incumbent(tiny_target: TinyFactory) -> None:
     root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE)
     _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})

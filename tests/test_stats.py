@@ -257,8 +257,8 @@ def test_heavy_tails_are_handled_symmetrically() -> None:
 
 def test_an_implausible_effect_must_be_reproduced_even_without_confirm() -> None:
     rule = SequentialRule()
-    ctx = ctx_for(noise=0.001, spec=replace(SPEC, confirm=False))
-    pairs = pairs_of([0.40, 0.41, 0.39, 0.40])  # 40 times max(noise, δ)
+    ctx = ctx_for(noise=0.005, spec=replace(SPEC, confirm=False))
+    pairs = pairs_of([0.40, 0.405, 0.395, 0.40])  # 40 times max(noise, δ)
     d = rule.decide(pairs, ctx)
     assert d.verdict is Verdict.CONTINUE and "implausible" in d.details
     assert d.next_block is not None and d.next_block.kind is BlockKind.CONFIRM

@@ -4,15 +4,17 @@
     summary = assay.run("path/to/repo", budget=10)
     print(assay.status("path/to/repo"))
 
-For driving the loop yourself (an MCP tool, a remote worker), use :func:`session`, which
-returns a started :class:`~assay.loop.Loop`: ``loop.ask(n)`` / ``loop.dispatch()`` /
-``loop.tell(result)``.
+For driving the loop yourself (an MCP tool, a notebook), use :func:`session`, which
+returns a :class:`~assay.loop.Loop` holding the lock: ``loop.run(...)``, or
+``loop.begin()``, ``loop.step()`` until it returns False, then ``loop.end()``. Every turn
+goes through :meth:`~assay.loop.Loop.step` (ask → dispatch → decide → tell).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,11 +178,97 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         from_head: bool = False, retry: bool = False) -> Summary:
     """Run one session on the repository at ``root`` until its budget is spent."""
     target = load(root, config, slots=slots, proposer=proposer, budget=budget)
+    started = time.monotonic()
     with session(target, proposer=proposer_obj, executor=executor_obj, on_event=on_event,
                  name=name, from_head=from_head, retry=retry) as loop:
         if signals:
             loop.install_signal_handlers()
-        return loop.run(budget=target.run.budget, max_hours=max_hours)
+        summary = loop.run(budget=target.run.budget, max_hours=max_hours)
+        hours = max_hours if max_hours is not None else target.run.max_hours
+        left = None if not hours else hours * 3600 - (time.monotonic() - started)
+        _verify_at_end(target, loop, summary, left, executor_obj is None)
+        return summary
+
+
+def _verify_at_end(target: Target, loop: Loop, summary: Summary, left_s: float | None,
+                   own_executor: bool) -> None:
+    """Measure the baseline against the final best when the run ends, if it may.
+
+    Not when ``[run] verify = false``, the run failed or was stopped, nothing new was kept,
+    the executor was handed in (it is closed: a verification needs one of its own), or the
+    time left is less than a generous estimate of what it takes."""
+    from . import verify as verify_mod
+
+    journal = loop.journal
+    done = verify_mod.current(journal)
+    if done is not None:
+        summary.verified = done.as_dict()
+        return
+    why = verify_mod.pending(journal)
+    if why:
+        return  # nothing kept: there is no total improvement to verify
+    if not target.run.verify:
+        why = "[run] verify = false; `assay verify` measures it"
+    elif summary.failed:
+        why = "the run failed; `assay verify` measures it once the target is fixed"
+    elif loop.stopped_early:
+        why = "the run was stopped; `assay verify` measures it"
+    elif not own_executor:
+        why = "the run was given its executor; `assay verify` measures it"
+    elif left_s is not None:
+        est = verify_mod.estimate_s(journal, target)
+        if left_s <= 0 or (est is not None and est > left_s):
+            why = (f"the time budget leaves {max(0.0, left_s) / 60:.1f} min, a verification "
+                   + (f"may take {est / 60:.1f} min" if est is not None else "needs more")
+                   + "; `assay verify` measures it")
+    if why:
+        summary.verify_note = why
+        loop.emit("verify", f"the final best is not verified: {why}")
+        return
+    try:
+        # the comparison's own lines (its e0001, its calibration) are shown with -v only:
+        # without it they would read like the run's own experiments
+        v = verify_mod.verify(target, journal, report=lambda m: loop.emit("verify", m.strip()),
+                              detail=lambda m: loop.emit("verify-step", m.strip()))
+    except AssayError as exc:
+        summary.verify_note = f"the verification failed: {exc}"
+        loop.emit("warn", summary.verify_note)
+        return
+    summary.verified = v.as_dict()
+    loop.emit("verify", f"verified: the final best against the baseline: {v.state}, effect "
+                        f"{_pct(v.effect)} [{_pct(v.lo)}, {_pct(v.hi)}] over {v.pairs} pairs")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.2%}"
+
+
+def verify(root: str | Path = ".", config: str | None = None,
+           report: Any = None) -> dict[str, Any]:
+    """Measure the journal's final best against its baseline in ABBA blocks (the run's
+    decision rule and calibration), store the result in the journal and return it with
+    the kept effects compounded (``assay verify``). Holds the run lock meanwhile."""
+    from . import verify as verify_mod
+
+    target = load(root, config)
+    if not journal_path(target).exists():
+        raise AssayError(f"nothing to verify: no journal at {journal_path(target)}; "
+                         "`assay run` first")
+    run_lock = RunLock(target.state_dir / "run.lock")
+    run_lock.acquire()
+    try:
+        journal = open_journal(target)
+        try:
+            v = verify_mod.verify(target, journal, report or (lambda m: None))
+            journal.event("verify", f"verified: the final best against the baseline: {v.state}, "
+                                    f"effect {_pct(v.effect)} [{_pct(v.lo)}, {_pct(v.hi)}] "
+                                    f"over {v.pairs} pairs")
+            return v.as_dict() | {"metric": target.metric.name, "unit": target.metric.unit,
+                                  "direction": target.metric.direction.value}
+        finally:
+            journal.close()
+    finally:
+        run_lock.release()
 
 
 def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
@@ -209,9 +297,25 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                 dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
                 for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
+            "verification": _verification(journal),
         }
     finally:
         journal.close()
+
+
+def _verification(journal: Journal) -> dict[str, Any] | None:
+    """The paired baseline-vs-best measurement, whether it is of the present incumbent, and
+    the kept effects compounded (also when nothing is verified yet)."""
+    from . import verify as verify_mod
+
+    v = verify_mod.stored(journal)
+    effects = verify_mod.kept_effects(journal)
+    comp = verify_mod.compounded(effects)
+    if v is None and comp is None:
+        return None
+    return {"measured": v.as_dict() if v else None,
+            "current": verify_mod.current(journal) is not None,
+            "compounded": comp, "kept": sum(1 for e in effects if e is not None)}
 
 
 def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
@@ -263,11 +367,12 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
 
 
 def export(fmt: str, root: str | Path = ".", out: str | Path | None = None,
-           config: str | None = None) -> str:
+           config: str | None = None, for_proposers: bool = False) -> str:
+    """The journal in ``fmt``; ``for_proposers`` withholds held-out reasons (export.py)."""
     target = load(root, config)
     journal = open_journal(target, readonly=True)
     try:
-        text = render(journal, target, fmt)
+        text = render(journal, target, fmt, for_proposers=for_proposers)
     finally:
         journal.close()
     if out is not None:

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from . import api
 from .errors import AssayError
-from .faces.terminal import number, pct
+from .faces.terminal import number, pct, plural
+from .model import Direction
 from .registry import PROPOSERS
 
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
@@ -140,11 +141,26 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
         return
     inc = st["incumbent"] or {}
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
-                  f"{st['experiments']} experiments: "
+                  f"{plural(st['experiments'], 'experiment')}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())))
     console.print(f"baseline {number(st['baseline'], st['unit'])}, best "
                   f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
                   f"on {st['branch']}")
+    ver = st.get("verification")
+    if ver:
+        from .faces.terminal import paired_words, ratio_words
+
+        d = Direction(st["direction"])
+        if ver["measured"] and ver["current"]:
+            console.print("improvement (paired, baseline vs final best): "
+                          + escape(paired_words(ver["measured"], d, st["metric"], st["unit"])),
+                          highlight=False)
+        else:
+            comp = ver["compounded"]
+            ratio = ratio_words(comp, d, st["metric"], st["unit"])
+            console.print("improvement: not verified since the last keep (`assay verify` "
+                          f"measures it); the {ver['kept']} kept effect(s) compound to "
+                          f"{pct(comp)}{f' ({ratio})' if ratio else ''}", highlight=False)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
@@ -156,6 +172,30 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             console.print(f"  slot {escape(s['name'])}{gpu}: incumbent "
                           f"{number(s['incumbent_value'], st['unit'])} over "
                           f"{s['incumbent_runs']} runs, noise {noise}{q}", highlight=False)
+
+
+@app.command()
+def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON) -> None:
+    """Measure the final best against the baseline (ABBA blocks, the run's decision rule):
+    the run's total improvement with its interval, stored in the journal."""
+    from .faces.terminal import paired_words
+
+    try:
+        v = api.verify(root, config, report=None if as_json else
+                       lambda m: console.print(escape(m), highlight=False))
+    except AssayError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(v, indent=2, default=str))
+        return
+    console.print(f"[bold]improvement (paired, baseline {v['base'][:12]} vs final best "
+                  f"{v['final'][:12]}):[/] "
+                  + escape(paired_words(v, Direction(v["direction"]), v["metric"], v["unit"])),
+                  highlight=False)
+    reason = v["reason"] if v["reason"].startswith(v["state"]) else \
+        f"{v['state']}: {v['reason']}"
+    console.print(f"{escape(reason)} ({v['runs']} runs; journal {escape(v['journal'])})",
+                  highlight=False)
 
 
 @app.command()
@@ -204,7 +244,14 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
 
         fp_lines = Fingerprint.from_dict(data["fingerprint"]).lines()
         console.print("measured on: " + escape("\n  ".join(fp_lines)), highlight=False)
+    # Blocks against more than one incumbent: a keep moved it while this one was measured.
+    moved = len({str((b.get("incumbent") or {}).get("commit")) for b in data["blocks"]}) > 1
+    prev_pairs = 0
     for d in data["decisions"]:
+        if moved and d["pairs_used"] < prev_pairs:
+            console.print("  the incumbent moved (a keep): measured again against the new one; "
+                          "the pairs above are set aside", highlight=False, style="magenta")
+        prev_pairs = d["pairs_used"]
         console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
                       f"{pct(d['effect'])} "
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
@@ -221,7 +268,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
         t.add_column(col)
     for r in data["runs"]:
         t.add_row(r["run_id"], r["role"], r["status"],
-                  ", ".join(f"{k}={v:.4g}" for k, v in r["metrics"].items()), r["slot"],
+                  ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items()), r["slot"],
                   f"{r['wall_s']:.2f}", escape(r["reason"][:60]))
     console.print(t)
     if data["patch"]:
@@ -254,11 +301,14 @@ def reset(root: Path = ROOT, config: str | None = CONFIG,
 @app.command()
 def export(fmt: str = typer.Argument("tsv", help="tsv (results.tsv), jsonl or csv."),
            root: Path = ROOT, config: str | None = CONFIG,
-           out: Path | None = typer.Option(None, "--out", "-o", help="Write here, not stdout.")
+           out: Path | None = typer.Option(None, "--out", "-o", help="Write here, not stdout."),
+           for_proposers: bool = typer.Option(
+               False, "--for-proposers", help="For a proposer to read (e.g. pi-autoresearch's "
+               "log.jsonl): reasons holding held-out results are withheld."),
            ) -> None:
     """Export the journal: results.tsv (karpathy columns), JSONL or CSV."""
     try:
-        text = api.export(fmt, root, out, config)
+        text = api.export(fmt, root, out, config, for_proposers=for_proposers)
     except (AssayError, ValueError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

@@ -84,7 +84,8 @@ class Section:
         self._used.add(key)
         if key not in self.data:
             if default is ...:
-                raise self.error(key, "is required but missing", valid)
+                raise self.error(key, f"is required but missing: add `{key} = ...` to "
+                                 f"[{self.path or 'the top of the file'}]", valid)
             return default
         value = self.data[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -137,10 +138,12 @@ class Section:
         value = self.data.get(key)
         if value is None:
             if required:
-                raise self.error(key, "table is required but missing")
+                raise self.error(key, f"table is required but missing: add a [{self._key(key)}]"
+                                 " table")
             value = {}
         if not isinstance(value, dict):
-            raise self.error(key, f"must be a table, got {type(value).__name__}")
+            raise self.error(key, f"must be a table ([{self._key(key)}] with `key = value` "
+                             f"lines), got {type(value).__name__}")
         return Section(value, self._key(key), self.file, self.text)
 
     def tables(self, key: str) -> list[Section]:
@@ -242,6 +245,9 @@ class RunSpec:
     # "none", "incumbent" (one unmeasured run per slot for each incumbent, before its
     # first measured run) or "all" (also before each candidate's first run)
     warm_up: str = "none"
+    # measure the baseline against the final best in ABBA blocks when a run ends (when
+    # something was kept and the time budget allows); `assay verify` does it on demand
+    verify: bool = True
 
 
 @dataclass(frozen=True)
@@ -329,7 +335,8 @@ def glob_match(path: str, pattern: str) -> bool:
 def _metric(sec: Section, guard: bool = False) -> MetricSpec:
     name = sec.get("name", str)
     if not name.strip():
-        raise sec.error("name", "must not be empty")
+        raise sec.error("name", "must not be empty", "the name the benchmark prints, e.g. "
+                        '"speed" for a line METRIC speed=123')
     direction = Direction(sec.choice("direction", [d.value for d in Direction],
                                      Direction.MAXIMIZE.value))
     reader = sec.choice("reader", READERS, "metric_lines")
@@ -517,6 +524,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         name=run_name,
         compile_cache=rsec.strings("compile_cache", ()),
         warm_up=rsec.choice("warm_up", WARM_UP, "none"),
+        verify=rsec.get("verify", bool, True),
         auto_gpus=auto_gpus,
     )
     rsec.reject_unknown()

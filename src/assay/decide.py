@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .config import MetricSpec
@@ -144,7 +144,8 @@ def decide_next(evidence: Evidence, rule: DecisionRule | None = None) -> Action:
     if triaged is not None:
         return triaged
     cur = _current(evidence)
-    decision = with_values(rule.decide(cur.pairs, ctx), cur.runs, evidence.metric)
+    decision = with_values(rule.decide(cur.pairs, ctx), cur.runs, evidence.metric,
+                           ctx.incumbent_history)
     if decision.verdict is Verdict.CONTINUE:
         nb = decision.next_block or NextBlock(ctx.spec.pairs_per_block)
         # A confirmation avoids the slot (the GPU) the first block ran on.
@@ -244,10 +245,17 @@ def _current(ev: Evidence) -> _Current:
     return _Current(blocks, tuple(r for b in blocks for r in b.runs), tuple(pairs))
 
 
-def with_values(d: Decision, runs: Sequence[RunResult], metric: str) -> Decision:
-    """``d`` with the medians of both sides and the number of runs in its details."""
+def with_values(d: Decision, runs: Sequence[RunResult], metric: str,
+                history: Mapping[str, Sequence[float]] | None = None) -> Decision:
+    """``d`` with the medians of both sides and the number of runs in its details.
+
+    A candidate measured alone (the expensive rule's ``B`` blocks) is judged against its
+    slots' recent incumbent runs (``history``): their median is its incumbent value."""
     a = [r.metrics[metric] for r in runs if r.role is Role.INCUMBENT and
          r.status is RunStatus.OK and metric in r.metrics]
+    if not a and history:
+        slots = sorted({r.slot for r in runs if r.role is Role.CANDIDATE})
+        a = [v for s in slots for v in history.get(s, ())]
     b = [r.metrics[metric] for r in runs if r.role is Role.CANDIDATE and
          r.status is RunStatus.OK and metric in r.metrics]
     details = dict(d.details)

@@ -10,6 +10,10 @@
   ``description``, ``timestamp`` (ms), ``segment`` and ``confidence``; assay's own fields
   (id, effect, interval, reason) ride in ``asi``, the loader's free-form field.
 - ``csv``: one row per experiment with every decision field.
+
+``for_proposers=True`` (``assay export --for-proposers``) makes an export a proposer may
+read (pi-autoresearch's agent reads its ``log.jsonl``): an experiment whose reason holds
+held-out results (``Experiment.withheld``) shows only that it was withheld.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 from .config import MetricSpec, Target
 from .journal import Journal
-from .model import Direction, Experiment, ExperimentState, Role, RunStatus
+from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
@@ -59,6 +63,19 @@ def _side(journal: Journal, exp_id: str, name: str, role: Role) -> float | None:
                     r.status is RunStatus.OK and name in r.metrics])
 
 
+def _baseline_side(journal: Journal, first: Experiment, name: str) -> float | None:
+    """The baseline's value of ``name``: the first decided experiment's incumbent runs, else
+    (a candidate measured alone, as the expensive rule does) the calibration runs of the
+    commit it started from."""
+    v = _side(journal, first.id, name, Role.INCUMBENT)
+    if v is not None:
+        return v
+    base = first.candidate.base_commit
+    cal = {b.id for b in journal.blocks("cal") if b.incumbent.commit == base}
+    return _median([r.metrics[name] for r in journal.runs("cal") if r.block_id in cal and
+                    r.status is RunStatus.OK and name in r.metrics])
+
+
 def shown_value(e: Experiment, direction: Direction) -> float | None:
     """The value a row shows: kept -> measured; discarded -> the effect applied to A."""
     d = e.decision
@@ -84,18 +101,24 @@ def pi_status(e: Experiment) -> str:
     return _STATUS.get(e.state, "crash")
 
 
-def rows(journal: Journal, target: Target) -> list[dict[str, Any]]:
-    """One row per experiment, after a baseline row for the incumbent it started from."""
+def rows(journal: Journal, target: Target, *, for_proposers: bool = False
+         ) -> list[dict[str, Any]]:
+    """One row per experiment, after a baseline row for the incumbent it started from.
+
+    ``for_proposers``: held-out reasons are replaced (see :func:`assay.model.for_proposer`).
+    """
     mem = memory_guard(target)
     direction = target.metric.direction
     exps = journal.experiments()
+    if for_proposers:
+        exps = [for_proposer(e) for e in exps]
     out: list[dict[str, Any]] = []
     first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
                  None)
     if first is not None and first.decision is not None:
-        base_mem = _side(journal, first.id, mem.name, Role.INCUMBENT) if mem else None
+        base_mem = _baseline_side(journal, first, mem.name) if mem else None
         base_metrics = {g.name: v for g in target.guards
-                        if (v := _side(journal, first.id, g.name, Role.INCUMBENT)) is not None}
+                        if (v := _baseline_side(journal, first, g.name)) is not None}
         out.append({
             "id": "baseline", "commit": str(journal.get_meta("base_commit") or "")[:7],
             "state": "baseline", "status": "keep", "pi_status": "keep",
@@ -137,8 +160,8 @@ def _confidence(r: dict[str, Any], noise: float | None) -> float | None:
     return round(abs(float(r["effect"])) / noise, 3)
 
 
-def render(journal: Journal, target: Target, fmt: str) -> str:
-    data = rows(journal, target)
+def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = False) -> str:
+    data = rows(journal, target, for_proposers=for_proposers)
     if fmt == "tsv":
         lines = [f"commit\t{target.metric.name}\tmemory_gb\tstatus\tdescription"]
         for r in data:

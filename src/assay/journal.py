@@ -176,6 +176,8 @@ class Journal:
         self.path = path
         self._lock = threading.RLock()
         self._depth = 0
+        self._writer = False  # a writable connection to a journal file
+        self._verified = False  # its seals were checked at open (see seal.mark)
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -204,6 +206,7 @@ class Journal:
             raise JournalError(f"{p}: not a journal ({exc}); move it aside and start again") \
                 from None
         journal = cls(conn, p)
+        journal._writer = not readonly and str(p) != ":memory:"
         if not readonly:
             journal.migrate()
         elif journal.outdated():
@@ -256,9 +259,14 @@ class Journal:
                 f"{self.path}: the journal was changed outside assay: {problem}. Its "
                 "decisions cannot be trusted; restore the file from a backup, or move it "
                 "aside (with its -wal and -shm files) and start a new run")
+        if self._writer:
+            self._verified = True  # from now on each commit of ours records the file state
+            seal.mark(self.path)
 
     def close(self) -> None:
         self.conn.close()
+        if self._verified:  # the last connection's checkpoint rewrote the file
+            seal.mark(self.path)
 
     def is_ready(self) -> bool:
         """Whether the schema is in place (False while a first run is still creating it)."""
@@ -317,6 +325,8 @@ class Journal:
                 raise
             else:
                 self.conn.execute("COMMIT")
+                if self._verified:
+                    seal.mark(self.path)
             finally:
                 self._depth = 0
 
@@ -353,6 +363,17 @@ class Journal:
         rows = self.conn.execute(
             "SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?", (since_id, limit))
         return [_event(r) for r in rows]
+
+    def events_of_kind(self, kind: str) -> list[EventRow]:
+        """Every event of one kind, oldest first (the noise chart's quarantines)."""
+        rows = self.conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY id", (kind,))
+        return [_event(r) for r in rows]
+
+    def delta_history(self) -> list[tuple[float, float]]:
+        """(time, δ) of every decision, oldest first: the δ in force when it was made."""
+        rows = self.conn.execute(
+            "SELECT created_at, delta FROM decisions ORDER BY created_at, id")
+        return [(float(r[0]), float(r[1])) for r in rows]
 
     def recent_events(self, limit: int = 12) -> list[EventRow]:
         """The latest ``limit`` events, newest first."""
@@ -799,6 +820,26 @@ class Journal:
     def integrity(self) -> str:
         return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
+
+def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:
+    """A count read from the journal file at ``path`` without opening a :class:`Journal`
+    (no migration, no seal check; for a line on screen while a run writes it): ``what`` is
+    ``"finished"`` (experiments decided) or ``"runs"`` (runs of ``exp_id``). None when
+    there is no journal there or it cannot be read now."""
+    sql = {"finished": "SELECT COUNT(*) FROM experiments WHERE state IN "
+                       "('kept', 'discarded', 'invalid', 'crashed')",
+           "runs": "SELECT COUNT(*) FROM runs WHERE experiment_id = ?"}[what]
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute(sql, (exp_id,) if what == "runs" else ()).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return int(row[0])
 
 def _decision_dict(d: Decision) -> dict[str, Any]:
     out = asdict(d)

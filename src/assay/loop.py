@@ -21,6 +21,7 @@ The loop needs a :class:`~assay.journal.Journal` (a file, or ``Journal.memory()`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -52,6 +53,7 @@ from .decide import (
 from .decision import DecisionContext, DecisionRule
 from .errors import AssayError, ExecutorError, PatchError
 from .executors.base import Executor
+from .executors.slots import pick_slot
 from .hooks import Hooks
 from .journal import Journal
 from .model import (
@@ -76,7 +78,7 @@ from .model import (
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
 from .sessions import SessionOptions
-from .workspace import check_scope, diff_hashes, hash_paths
+from .workspace import check_scope, diff_hashes, hash_paths, patch_paths
 
 CAL = "cal"
 PAUSE_LIMIT_S = 600.0  # how long a platform that went away may take to come back
@@ -96,6 +98,8 @@ class Summary:
     stopped: str = ""
     branch: str = ""
     failed: str = ""
+    verified: dict[str, Any] | None = None  # the paired baseline-vs-best measurement
+    verify_note: str = ""  # why the run did not verify its final best ('' when it did)
 
 
 @dataclass
@@ -141,6 +145,8 @@ class Loop:
         self._session_base = 0  # experiments in the journal when this session began
         self._digests: set[str] = set()
         self._digest_seq = 0
+        self._slot_names: tuple[str, ...] = ()  # the slots seen at the last dispatch
+        self._fresh: set[str] = set()  # slots that appeared after calibration, measuring noise
 
     # -- events --------------------------------------------------------------------
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
@@ -160,6 +166,11 @@ class Loop:
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
         self._stop.set()
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether a stop was asked for (a signal, ``assay stop``, a failure, a lost lock)."""
+        return self._stop.is_set()
 
     # -- start / resume ------------------------------------------------------------
     def start(self) -> Incumbent:
@@ -371,6 +382,7 @@ class Loop:
     def dispatch(self) -> int:
         """Submit queued blocks to free slots; returns how many were started."""
         started = 0
+        self._calibrate_new_slots()
         free = self.executor.free_slot_names()
         if not free:
             return 0
@@ -383,9 +395,14 @@ class Loop:
             if row.platform and not any(s.platform == row.platform and s.name in free
                                         for s in self.executor.slots):
                 continue  # its platform has no free slot now
+            ready = [n for n in free if n not in self._fresh]  # a new slot: A/A blocks only
+            if row.kind is not BlockKind.AA and not ready:
+                continue
             block = self._block(row)
             if block is None:
                 continue
+            if block.kind is not BlockKind.AA and self._fresh:
+                block = dataclasses.replace(block, prefer_slot=pick_slot(ready, block))
             if not self.journal.lease_block(block.block_id, "", self.owner, LEASE_TTL_S):
                 continue
             slot = self.executor.submit(block)
@@ -590,14 +607,94 @@ class Loop:
         estimate (:meth:`_track_noise`).
         """
         if result.experiment_id == CAL:
-            self._maybe_calibrate(result)
+            if self.journal.get_meta("calibration") is not None:
+                self._calibrate_fresh(result)  # a slot that appeared after calibration
+            else:
+                self._maybe_calibrate(result)
         elif not result.error:
             self._track_noise(result)
+
+    def _calibrate_new_slots(self) -> None:
+        """A slot that appears after calibration (a node replacing a quarantined one) gets
+        A/A blocks of its own, and measures nothing else until they are in: a fresh machine
+        is another machine, its noise unknown."""
+        names = tuple(s.name for s in self.executor.slots)
+        if names == self._slot_names:
+            return
+        self._slot_names = names
+        cal = self.journal.get_meta("calibration")
+        if cal is None or self.target.decision.aa_blocks <= 0:
+            return
+        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
+
+        known = {*cal.get("noise", {}), *cal.get("quarantined", {}),
+                 *(self.journal.get_meta("noise_samples") or {})}
+        pending = {b.prefer_slot for b in self.journal.blocks(
+            CAL, states=(BlockState.QUEUED, BlockState.RUNNING))}
+        pairs = self.target.decision.pairs_per_block
+        per_slot = max(self.target.decision.aa_blocks, -(-AA_PAIRS // max(1, pairs)))
+        if self.target.decision.rule == "expensive":
+            from .stats.expensive import CALIBRATION_PAIRS
+
+            per_slot, pairs = 1, CALIBRATION_PAIRS
+        for slot in self.executor.slots:
+            if slot.name in pending:  # queued earlier (before a restart)
+                self._fresh.add(slot.name)
+                continue
+            if slot.name in known:
+                continue
+            self._fresh.add(slot.name)
+            for _ in range(per_slot):
+                self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(),
+                                       self.incumbent, prefer_slot=slot.name,
+                                       platform=slot.platform)
+            self.emit("calibrate", f"slot {slot.name} is new (on {slot.host or 'a new node'}): "
+                                   f"measuring its noise with {per_slot} A/A block(s), "
+                                   f"{per_slot * pairs} pairs, before it measures anything")
+
+    def _calibrate_fresh(self, result: BlockResult) -> None:
+        """A new slot's A/A block: its samples start the slot's noise estimate; when its last
+        one is in, the slot measures like any other (unless its noise quarantined it)."""
+        slot = result.slot or ""
+        if result.error or _incumbent_failure(result):
+            self._fresh.discard(slot)
+            why = f"its calibration failed: {result.error or _incumbent_failure(result)}"
+            for b in self.journal.blocks(CAL, states=(BlockState.QUEUED,)):
+                if b.prefer_slot == slot:
+                    self.journal.cancel_block(b.id, why)
+            for s in self.executor.slots:
+                if s.name == slot:
+                    self.journal.set_slot(s.name, s.host, s.gpus, None, True, why)
+            self.executor.quarantine(slot)
+            self.emit("quarantine", f"slot {slot} quarantined: {why}")
+            return
+        self._track_noise(result)
+        if any(b.prefer_slot == slot for b in self.journal.blocks(
+                CAL, states=(BlockState.QUEUED, BlockState.RUNNING))):
+            return
+        self._fresh.discard(slot)
+        cal = self.journal.get_meta("calibration") or {}
+        if slot in cal.get("quarantined", {}):
+            return  # _track_noise said so
+        noise = cal.get("noise", {}).get(slot)
+        for s in self.executor.slots:
+            if s.name == slot:
+                self.journal.set_slot(s.name, s.host, s.gpus, noise, False, "")
+        said = "-" if noise is None else f"{float(noise):.2%}"
+        self.emit("calibrated", f"slot {slot} calibrated: noise {said}; it measures from now on "
+                                f"({cal.get('message', '')})")
 
     def _track_noise(self, result: BlockResult) -> None:
         """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
         follow the current estimate, and every change is reported with its reason."""
-        from .stats.noise import WINDOW, block_samples, changes, describe, track
+        from .stats.noise import (
+            WINDOW,
+            block_samples,
+            block_scale,
+            changes,
+            describe,
+            track,
+        )
 
         cal = self.journal.get_meta("calibration")
         if cal is None or not result.slot:
@@ -613,8 +710,9 @@ class Loop:
             recent = (recent + [(result.slot, v) for v in new])[-4 * WINDOW:]
         after = track(samples, spec, cal.get("quarantined", {}), recent)
         block_noise = self.journal.get_meta("block_noise") or {}
-        slot_noise = after.noise.get(result.slot, after.raw.get(result.slot))
-        if slot_noise is not None and math.isfinite(slot_noise):
+        slot_noise = block_scale(after.noise.get(result.slot,
+                                             after.raw.get(result.slot, math.nan)), new)
+        if math.isfinite(slot_noise):
             block_noise[result.block_id] = slot_noise
         with self.journal.tx():
             self.journal.set_meta("noise_samples", samples)
@@ -965,14 +1063,21 @@ class LazyHistory(Sequence[ExperimentSummary]):
         return bool(self._all())
 
 
+@functools.lru_cache(maxsize=4096)
+def _patch_files(patch: str) -> tuple[str, ...]:
+    """The files a patch touches, as git reads them (a history is rebuilt at every ask)."""
+    try:
+        return patch_paths(patch).paths
+    except PatchError:
+        return ()
+
+
 def _history_entry(e: Experiment) -> ExperimentSummary:
     """One experiment as a proposer reads it in its context's history."""
     d = e.decision
     stat = ""
     if e.candidate.patch:
-        files = [ln[len("+++ b/"):] for ln in e.candidate.patch.splitlines()
-                 if ln.startswith("+++ b/")]
-        stat = ", ".join(files)
+        stat = ", ".join(_patch_files(e.candidate.patch))
     return ExperimentSummary(
         id=e.id, state=e.state.value, hypothesis=e.candidate.hypothesis,
         proposer=e.candidate.proposer, params=dict(e.candidate.params),

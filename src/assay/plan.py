@@ -19,13 +19,11 @@ from pathlib import Path
 import typer
 
 from .config import DecisionSpec
-from .decision import DecisionContext
 from .errors import AssayError, ConfigError
 from .model import Direction, Verdict
-from .simulate import Session
-from .stats import SequentialRule
-from .stats.bounds import efficacy_bounds
-from .stats.noise import resolvable
+
+# The simulation and the statistics (scipy) are imported where they are used: the CLI
+# registers `assay plan` at start-up, and every other verb would pay for them.
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,8 @@ class Plan:
 
 def _cell(noise: float, spec: DecisionSpec, effect: float, trials: int, slots: int,
           seed: int) -> Cell:
+    from .simulate import Session
+
     rng = random.Random(seed)
     theta = math.log1p(effect)
     keeps = 0
@@ -69,6 +69,11 @@ def _cell(noise: float, spec: DecisionSpec, effect: float, trials: int, slots: i
 def plan(run_noise: float, spec: DecisionSpec, trials: int = 200, power: float = 0.9,
          slots: int = 1, seed: int = 0) -> Plan:
     """Simulated operating characteristics of ``spec`` at ``run_noise`` (sd of one run)."""
+    from .decision import DecisionContext
+    from .stats import SequentialRule
+    from .stats.bounds import efficacy_bounds
+    from .stats.noise import resolvable
+
     if not (math.isfinite(run_noise) and run_noise > 0):
         raise ConfigError("the noise must be a positive number (e.g. --noise 3%)")
     delta = spec.delta

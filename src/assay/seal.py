@@ -18,8 +18,10 @@ agent's private checkout and mount namespace (:mod:`assay.proposers.agent`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -85,21 +87,58 @@ _VERIFIED: dict[str, tuple[object, ...]] = {}  # journal path -> file state last
 
 
 def _state(path: Path) -> tuple[object, ...]:
-    out: list[object] = []
-    for p in (path, Path(f"{path}-wal")):
-        try:
-            st = os.stat(p)
-            out += [st.st_ino, st.st_size, st.st_mtime_ns]
-        except OSError:
-            out += [None]
+    """The file state of the journal and its WAL. The journal's ``st_ctime_ns`` moves with
+    every write and cannot be set back by the writer, so an edit by another client changes
+    it. The WAL's size and time only: a reader may create an empty one and change its owner
+    (and so its ctime); an empty or missing WAL holds nothing, whatever its times."""
+    try:
+        st = os.stat(path)
+        out: list[object] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    except OSError:
+        out = [None]
+    try:
+        wal = os.stat(f"{path}-wal")
+        out += [wal.st_size, wal.st_mtime_ns] if wal.st_size else [0, None]
+    except OSError:
+        out += [0, None]
     return tuple(out)
+
+
+def _mark_path(path: Path) -> Path:
+    return Path(f"{path}-sealed")
+
+
+def mark(path: Path) -> None:
+    """Record the state an assay connection left the journal file in, after a write it made
+    on a journal it had verified. The next open, in any process, that finds the file in this
+    state knows no other client wrote since, and skips recomputing every seal (whose cost
+    grows with the journal). Any other write changes the state, and the next open checks
+    every row again."""
+    state = _state(path)
+    _VERIFIED[str(path)] = state
+    target = _mark_path(path)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(state))
+        tmp.replace(target)
+    except OSError:  # a read-only folder: the next open verifies every row, as before
+        tmp.unlink(missing_ok=True)
+
+
+def _marked(path: Path) -> tuple[object, ...] | None:
+    try:
+        return tuple(json.loads(_mark_path(path).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def verify(conn: sqlite3.Connection, path: Path) -> str:
     """'' when every sealed row matches its seal, else what does not (for the error)."""
-    state = _state(path)
-    if _VERIFIED.get(str(path)) == state:
-        return ""
+    for wait in (0.0, 0.005, 0.01, 0.02, 0.04):  # a writer marks just after its commit
+        time.sleep(wait)
+        state = _state(path)
+        if _VERIFIED.get(str(path)) == state or _marked(path) == state:
+            return ""
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     missing = sorted(triggers() - have)
     if missing:
@@ -113,9 +152,12 @@ def verify(conn: sqlite3.Connection, path: Path) -> str:
             what = "has no seal (added outside assay)" if bad[1] else \
                 "does not match its seal (changed outside assay)"
             return f"{table} row {bad[0]!r} {what}"
+        # t.pk = s.k finds the row through its primary key (an integer key takes the text
+        # as a number); the CAST then asks for the exact key the trigger wrote.
         gone = conn.execute(
             f"SELECT s.k FROM seals s WHERE s.tbl = '{table}' AND NOT EXISTS"
-            f" (SELECT 1 FROM {table} t WHERE CAST(t.{pk} AS TEXT) = s.k) LIMIT 1").fetchone()
+            f" (SELECT 1 FROM {table} t WHERE t.{pk} = s.k AND CAST(t.{pk} AS TEXT) = s.k)"
+            " LIMIT 1").fetchone()
         if gone is not None:
             return f"{table} row {gone[0]!r} was deleted outside assay"
     _VERIFIED[str(path)] = state

@@ -30,7 +30,15 @@ from .config import DecisionSpec
 from .decision import DecisionContext, DecisionRule
 from .model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .stats import calibrate, make_rule
-from .stats.noise import CALIBRATION_PAIRS, WINDOW, NoiseState, changes, side_samples, track
+from .stats.noise import (
+    CALIBRATION_PAIRS,
+    WINDOW,
+    NoiseState,
+    block_scale,
+    changes,
+    side_samples,
+    track,
+)
 
 RunFn = Callable[[str, int], float]
 MAX_BLOCKS = 400
@@ -127,7 +135,7 @@ class Session:
         q = self.state.quarantined if self.state is not None else {}
         return [s for s in range(self.slots) if self.name(s) not in q] or [0]
 
-    def context(self, block_ids: Sequence[str] = ()) -> DecisionContext:
+    def decision_context(self, block_ids: Sequence[str] = ()) -> DecisionContext:
         noise: Mapping[str, float] = self.state.noise if self.state is not None else {}
         return DecisionContext(
             direction=self.direction, spec=self.spec, delta=self.delta,
@@ -143,8 +151,8 @@ class Session:
         before = self.state
         q = before.quarantined if before is not None else {}
         self.state = track(self.samples, self.spec, q, self.recent)
-        noise = self.state.noise.get(name, self.state.raw.get(name))
-        if noise is not None and math.isfinite(noise):
+        noise = block_scale(self.state.noise.get(name, self.state.raw.get(name, math.nan)), new)
+        if math.isfinite(noise):
             self.block_noise[block_id] = noise
         self.log += changes(before, self.state, self.spec)
         self.deltas.append(self.delta)
@@ -154,7 +162,7 @@ class Session:
         usable = self.usable()
         slot = home if home is not None and home in usable else usable[
             self.blocks % len(usable)]
-        ctx = self.context()
+        ctx = self.decision_context()
         nb = self.rule.first_block(ctx)
         pairs: list[Pair] = []
         ids: list[str] = []
@@ -175,7 +183,7 @@ class Session:
             self._track(slot, bid, a, b)
             pairs += ps
             ids.append(bid)
-            d = self.rule.decide(pairs, self.context(ids))
+            d = self.rule.decide(pairs, self.decision_context(ids))
             if d.verdict is not Verdict.CONTINUE:
                 return d, self.runs - start
             nb = d.next_block or NextBlock(self.spec.pairs_per_block)

@@ -438,7 +438,12 @@ class Workspace:
 
         One ``git ls-tree`` and one ``git cat-file --batch``, whatever the number of files.
         """
-        listing = git(["ls-tree", "-r", "-l", commit], self.root).splitlines()
+        from .proposers.sandbox import holdout_files
+
+        # -z: names verbatim (git quotes non-ASCII names otherwise, and no glob matches those)
+        listing = [r for r in git(["ls-tree", "-r", "-l", "-z", commit], self.root).split("\0")
+                   if r]
+        held = holdout_files(self.target, [r.partition("\t")[2] for r in listing])
         wanted: list[tuple[str, str]] = []
         total = 0
         for line in listing:
@@ -446,7 +451,8 @@ class Workspace:
             parts = meta.split()
             if len(parts) < 4 or parts[1] != "blob" or not parts[3].isdigit():
                 continue
-            if not self.target.is_editable(name) or self.target.is_protected(name):
+            if not self.target.is_editable(name) or self.target.is_protected(name) \
+                    or name in held:  # a file the holdout command names never reaches one
                 continue
             size = int(parts[3])
             if total + size > limit_bytes:

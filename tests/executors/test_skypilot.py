@@ -10,6 +10,7 @@ import pytest
 
 from assay import config
 from assay.errors import ConfigError, ExecutorError
+from assay.executors.base import Executor
 
 from .helpers import RAY_ENV, make_repo
 
@@ -134,9 +135,112 @@ def test_pool_runs_blocks_replaces_quarantined_nodes_and_tears_down(tmp_path: Pa
     assert not ray.is_initialized()
 
 
-def _drain(ex: SkyPilotExecutor, n: int) -> list:  # type: ignore[type-arg]
+def _drain(ex: Executor, n: int) -> list:  # type: ignore[type-arg]
     out: list = []  # type: ignore[type-arg]
     deadline = time.monotonic() + 90
     while len(out) < n and time.monotonic() < deadline:
         out += ex.wait(0.2)
     return out
+
+
+def test_pools_of_two_platforms_form_one_cluster_and_keep_their_blocks_apart(
+        tmp_path: Path) -> None:
+    """The x86 pool holds the Ray head; the ARM pool's nodes join it as workers with their
+    own slot resource, so one driver reaches both and a block runs only on its platform."""
+    import dataclasses
+
+    from assay.executors.platforms import PlatformExecutor
+    from assay.executors.skypilot import platform_pool
+
+    repo = make_repo(tmp_path, executor="skypilot", extra=(
+        '[executor.skypilot]\nname = "t"\ncloud = "aws"\nregion = "us-east-1"\n'
+        '[[platforms]]\nname = "x86"\nsky = { instance_type = "c7i.large", nodes = 1 }\n'
+        '[[platforms]]\nname = "arm"\nsky = { instance_type = "c7g.large", nodes = 1 }\n'))
+    x86, arm = (platform_pool(repo.target, p) for p in repo.target.platforms)
+    rcfg = RayConfig(cache_dir=str(tmp_path / "cache"), connect_timeout_s=90)
+    lx, la = LocalLauncher(x86, env=RAY_ENV), LocalLauncher(arm, env=RAY_ENV)
+    first = SkyPilotExecutor(repo.target, repo.ws, x86, lx, dataclasses.replace(
+        rcfg, slot_resource=x86.slot_resource, slot_prefix="x86-"))
+    ex = PlatformExecutor({"x86": first})
+    try:
+        ex.children["arm"] = SkyPilotExecutor(
+            repo.target, repo.ws, arm, la, dataclasses.replace(
+                rcfg, slot_resource=arm.slot_resource, slot_prefix="arm-"), join=first)
+        assert lx.launched == ["t-x86-head"] and la.launched == ["t-arm-w1"]
+        assert sorted(s.name.split("-")[0] for s in ex.slots) == ["arm", "x86"]
+        assert {s.platform for s in ex.platform_slots("arm")} == {"arm"}
+        for i, platform in enumerate(["arm", "x86", "arm"]):
+            ex.submit(dataclasses.replace(repo.block(f"b{i}"), platform=platform))
+        got = {r.block_id: r for r in _drain(ex, 3)}
+        assert all(not r.error for r in got.values())
+        assert got["b1"].slot.startswith("x86-")
+        assert got["b0"].slot.startswith("arm-") and got["b2"].slot.startswith("arm-")
+    finally:
+        ex.close()
+    assert la.downed == ["t-arm-w1"] and lx.downed == ["t-x86-head"]
+    import ray
+
+    assert not ray.is_initialized()
+
+
+def test_a_replacement_node_is_calibrated_before_it_measures(tmp_path: Path) -> None:
+    """The loop on a pool: a quarantined worker's node is replaced, and the fresh node's
+    slot runs its own A/A blocks before any candidate is measured on it."""
+    from assay.journal import Journal
+    from assay.loop import CAL, Loop
+    from assay.model import BlockState, Candidate
+    from assay.testing import NoProposer
+    from assay.workspace import Workspace
+
+    repo = make_repo(tmp_path, executor="skypilot", work_s=0.02,
+                     extra='[executor.skypilot]\nname = "f"\nnodes = 2\n')
+    cfg_path = repo.root / "assay.toml"
+    cfg_path.write_text(cfg_path.read_text().replace("aa_blocks = 0", "aa_blocks = 1")
+                        .replace("pairs_per_block = 1", "pairs_per_block = 2"))
+    import subprocess
+
+    subprocess.run(["git", "commit", "-qam", "calibrate"], cwd=repo.root, check=True,
+                   env={**__import__("os").environ, "GIT_AUTHOR_NAME": "t",
+                        "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+    target = config.load(repo.root)
+    ws = Workspace(target, "main")
+    cfg = SkyConfig.from_target(target)
+    launcher = LocalLauncher(cfg, env=RAY_ENV)
+    ex = SkyPilotExecutor(target, ws, cfg, launcher,
+                          RayConfig(cache_dir=str(tmp_path / "cache"), connect_timeout_s=90))
+    events: list[tuple[str, str]] = []
+    journal = Journal.memory()
+    loop = Loop(target, journal, ws, ex, NoProposer(),
+                on_event=lambda kind, msg, exp: events.append((kind, msg)))
+    try:
+        loop.begin(budget=10, propose=False)
+        while loop.step():
+            pass
+        first = set(journal.get_meta("calibration")["noise"])
+        assert len(first) == 2
+        worker = next(s.name for s in ex.slots if ex._cluster_of(s.name) == "f-w1")
+        ex.quarantine(worker)  # what the loop does when the slot's noise is far above
+        ex.replace("f-w1").join(120)  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while len(ex.free_slot_names()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        [fresh] = [s.name for s in ex.slots if s.name not in first]
+        assert ex._cluster_of(fresh) == "f-w2"
+        for level in (1, 2, 3):
+            loop.submit_candidate(Candidate(repo.head, params={"LEVEL": level},
+                                            hypothesis=f"level {level}"))
+        while loop.step():
+            pass
+    finally:
+        loop.end()
+    cal_on_fresh = [b for b in journal.blocks(CAL) if b.slot == fresh]
+    assert cal_on_fresh and all(b.state is BlockState.DONE for b in cal_on_fresh)
+    calibrated_at = max(b.finished_at or 0.0 for b in cal_on_fresh)
+    others = [b for b in journal.blocks() if b.experiment_id != CAL and b.slot == fresh]
+    assert all((b.started_at or 0.0) >= calibrated_at for b in others)
+    assert fresh in journal.get_meta("calibration")["noise"]
+    assert any(k == "calibrate" and f"slot {fresh} is new" in m for k, m in events)
+    assert any(k == "calibrated" and m.startswith(f"slot {fresh} calibrated") for k, m in events)
+    assert all(e.state.is_finished() for e in journal.experiments())
+    assert launcher.downed[0] == "f-w1" and "f-w2" in launcher.downed

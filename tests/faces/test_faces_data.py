@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from assay import api
 from assay.faces import data
+from assay.faces.terminal import improvement
+from assay.model import Direction
 
 
 def _status(root: Path) -> dict:
@@ -31,6 +36,30 @@ def test_rows_states_and_values(ran_target: Path) -> None:
     assert st["baseline"] is not None and st["best"] > 5 * st["baseline"]
     # JSON-safe (no NaN) and round-trips.
     json.loads(data.dumps(st))
+
+
+def test_the_dashboard_and_status_give_the_same_progress(ran_target: Path) -> None:
+    """Counts, baseline and best have one owner: the overview page shows what
+    `assay status` says, and its improvement is positive when the best is better."""
+    st = _status(ran_target)
+    status = api.status(ran_target)
+    assert st["counts"] == status["counts"]
+    assert (st["baseline"], st["best"]) == (status["baseline"], status["best"])
+    assert st["improvement"] == improvement(status["baseline"], status["best"],
+                                            Direction(status["direction"]))
+    assert st["improvement"] > 0
+    # Read as a time to minimize, the same values are a loss: the sign follows the direction.
+    target = api.load(ran_target)
+    flipped = dataclasses.replace(target, metric=dataclasses.replace(
+        target.metric, direction=Direction.MINIMIZE))
+    journal = data.open_readonly(target)
+    assert journal is not None
+    try:
+        low = data.status_data(flipped, journal)
+    finally:
+        journal.close()
+    assert low["improvement"] == pytest.approx(status["baseline"] / status["best"] - 1.0)
+    assert low["improvement"] < 0
 
 
 def test_progress_running_best_and_band(ran_target: Path) -> None:
@@ -110,3 +139,72 @@ def test_status_without_journal(tmp_path: Path) -> None:
     st = data.status_data(target, data.open_readonly(target))
     assert st["experiments"] == [] and st["journal"] is False
     assert st["lock"]["running"] is False
+
+
+def test_noise_per_block_follows_delta_and_marks_quarantines(ran_target: Path,
+                                                             tmp_path: Path) -> None:
+    import shutil
+
+    from assay.journal import Journal
+
+    target = api.load(ran_target)
+    copy = tmp_path / "journal.sqlite"
+    shutil.copy(api.journal_path(target), copy)
+    journal = Journal.open(copy)
+    try:
+        ends = sorted({float(x.finished_at or 0.0)
+                       for x in journal.incumbent_samples("speed")})
+        assert len(ends) >= 4
+        # δ moved to 12.3% by a decision right after the first block; slot s0 quarantined
+        # between the second and the third block.
+        with journal.tx():
+            journal.conn.execute(
+                "INSERT INTO decisions (experiment_id, verdict, reason, pairs_used, runs_used, "
+                "delta, rule, details, created_at) VALUES ('e0001', 'continue', 'x', 2, 4, "
+                "0.123, 'fixed', '{}', ?)", (ends[0],))
+            journal.conn.execute(
+                "INSERT INTO events (ts, kind, message, data) VALUES (?, 'quarantine', "
+                "'slot s0 quarantined: noise 30% is 5x the others', '{}')",
+                ((ends[1] + ends[2]) / 2,))
+        noise = data.noise_data(target, journal)
+        deltas = [d.delta for ds in journal.decisions_of().values() for d in ds]
+    finally:
+        journal.close()
+    d = noise["deltas"]
+    assert d["x"] == list(range(1, noise["blocks"] + 1))
+    assert d["y"][0] == 0.123 and 0.123 not in d["y"][1:]
+    assert set(d["y"]) <= set(deltas) | {noise["delta"]}
+    [q] = noise["quarantines"]
+    assert q["slot"] == "s0" and q["x"] == 2 and q["reason"] == "noise 30% is 5x the others"
+    s0 = next(s for s in noise["slots"] if s["slot"] == "s0")
+    before = [v for x, v in zip(s0["x"], s0["noise"], strict=True) if x <= 2]
+    assert q["y"] == (before[-1] if before else None)
+
+
+def test_resources_leave_out_what_is_zero_by_construction() -> None:
+    # A CPU project measured by a sweep: no GPU, no tokens, no money; only CPU time shows.
+    used = data.resources({"kept": 2, "gpu_hours": 0.0, "cpu_seconds": 145.6, "tokens": 0,
+                           "cost_usd": 0.0})
+    assert [(r["key"], r["total"], r["per_kept"]) for r in used] == [
+        ("cpu_seconds", 145.6, 72.8)]
+    assert data.resources({"kept": 0, "tokens": 10, "cost_usd": 0.5})[0]["per_kept"] is None
+
+
+def test_run_card_names_the_branch_that_holds_the_kept_commit(tmp_path: Path) -> None:
+    import subprocess
+
+    from .conftest import make_target, sh
+
+    root = make_target(tmp_path / "repo")
+    sh(root, "git", "branch", "assay/retry")
+    head = sh(root, "git", "rev-parse", "HEAD").strip()
+    target = api.load(root)
+    assert data.branch_of(target, head, "assay/main") == "assay/retry"
+    sh(root, "git", "branch", "assay/main")
+    data._BRANCHES.clear()
+    assert data.branch_of(target, head, "assay/main") == "assay/main"  # its own, when both
+    assert data.branch_of(target, None, "assay/main") == "assay/main"
+    subprocess.run(["git", "branch", "-D", "assay/main", "assay/retry"], cwd=root, check=True,
+                   capture_output=True)
+    data._BRANCHES.clear()
+    assert data.branch_of(target, head, "assay/main") == "assay/main"

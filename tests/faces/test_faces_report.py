@@ -112,7 +112,18 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, ran_target:
         assert "+BONUS = 1.5" in detail.locator("pre.diff .add").inner_text()
         assert "keep" in detail.locator("table.decisions").inner_text()
         assert detail.locator("svg.bar").count() == 1
+        # The interval is drawn against 0 and δ, each threshold with its own label.
+        labels = detail.locator("svg.bar text").evaluate_all("ns => ns.map(n => n.textContent)")
+        last = api.show("e0005", ran_target)["decisions"][-1]
+        assert "0" in labels and f"δ {last['delta']:+.2%}" in labels
+        assert f"{last['lo']:+.2%}" in labels and f"{last['hi']:+.2%}" in labels
         assert detail.locator("table.runs tbody tr").count() == 8
+        # each block with its build seconds and checks runs, as `assay show` gives them
+        shown = api.show("e0005", ran_target)["blocks"]
+        assert detail.locator("table.blocks tbody tr").count() == len(shown)
+        first = detail.locator("table.blocks tbody tr").first.inner_text()
+        head = detail.locator("table.blocks thead").inner_text()
+        assert shown[0]["id"] in first and "build" in head and "checks" in head
         detail.locator("details.log").first.locator("summary").click()
         assert "METRIC speed=" in detail.locator("details.log pre").first.inner_text()
         detail.screenshot(path=str(screenshots / "report-experiment-e0005-kept-patch.png"))
@@ -162,6 +173,7 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
     try:
         exps = journal.experiments()
         noise = data_mod.noise_data(target, journal)
+        decisions = {e.id: journal.decisions(e.id) for e in exps}
     finally:
         journal.close()
     # The running best from the journal: the baseline, then each kept candidate's value.
@@ -203,7 +215,9 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
         assert [t["y"] for t in slots] == [pytest.approx(s["noise"]) for s in noise["slots"]]
         assert len(slots) == len(noise["slots"]) >= 1
         delta = next(t for t in nfig["traces"] if str(t["name"]).startswith("δ"))
-        assert delta["y"][0] == pytest.approx(noise["delta"])
+        assert delta["x"] == list(range(1, noise["blocks"] + 1))  # δ of each block
+        used = {d.delta for e in exps for d in decisions[e.id]} | {noise["delta"]}
+        assert all(any(y == pytest.approx(u) for u in used) for y in delta["y"])
 
         # Resources: this target's slot has a GPU, and LLM tokens were spent; nothing is "0".
         res = page.locator("#costs").inner_text()

@@ -95,6 +95,11 @@ def test_json_twins(server: Server) -> None:
     exp = server.json("experiments/e0005.json")
     assert exp["id"] == "e0005" and exp["state"] == "kept" and "+BONUS = 1.5" in exp["patch"]
     assert len(server.json("api/experiments.json")) == 6
+    page = server.json("api/experiments.json?limit=4&offset=1")  # newest first
+    assert [r["id"] for r in page] == ["e0005", "e0004", "e0003", "e0002"]
+    assert [r["id"] for r in server.json("api/experiments.json?offset=4")] == ["e0002", "e0001"]
+    code, body, _ = get(server.url + "api/experiments.json?limit=-1")
+    assert code == 400 and b"whole numbers" in body
     events = server.json("api/events.json?since=0")
     assert events and all("message" in e for e in events)
     code, body, ctype = get(server.url + "experiments/e0999.json")

@@ -3,6 +3,7 @@ errors, research hypotheses. Each test reads the printed text of a real command.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -21,7 +22,17 @@ import assay
 from assay import api
 from assay.config import parse
 from assay.errors import ConfigError
-from assay.faces.terminal import RunPrinter, finished_in, print_hypotheses
+from assay.faces.terminal import (
+    RunPrinter,
+    experiment_parts,
+    experiment_record,
+    finished_in,
+    number,
+    print_hypotheses,
+    print_row,
+)
+from assay.loop import Summary
+from assay.model import Direction, Experiment
 
 from .conftest import sh
 
@@ -215,3 +226,118 @@ def test_show_gives_each_blocks_build_and_checks_time(ran_target: Path) -> None:
     assert blocks, proc.stdout
     for ln in blocks:
         assert re.search(r"wall \d+\.\d\d s, (build \d|build\+checks \d)", ln), ln
+
+
+def _experiments(root: Path) -> dict[str, Experiment]:
+    journal = api.open_journal(api.load(root), readonly=True)
+    try:
+        return {e.id: e for e in journal.experiments()}
+    finally:
+        journal.close()
+
+
+def test_a_remeasurement_after_a_keep_is_announced(ran_target: Path) -> None:
+    exps = _experiments(ran_target)
+    moved = ("e0002: the incumbent moved to 0123456789ab (e0001); its 2 pair(s) against the "
+             "old one, +5.81% are set aside and it is measured again against the new one")
+
+    def printed(verbose: bool = False, as_json: bool = False) -> str:
+        buf = io.StringIO()
+        printer = RunPrinter(Console(file=buf, width=200), out=buf, verbose=verbose,
+                             as_json=as_json)
+        printer.on_event("rebase", moved, exps["e0002"])
+        printer.on_event("discarded", "e0002 discarded", exps["e0002"])
+        printer.on_event("discarded", "e0003 crashed", exps["e0003"])
+        return buf.getvalue()
+
+    quiet = printed().splitlines()
+    assert len(quiet) == 2 and "set aside" not in quiet[0]
+    assert LINE.match(quiet[0]) and "(re-measured after a keep) grow SIZE" in quiet[0]
+    assert "re-measured" not in quiet[1]
+    verbose = printed(verbose=True)
+    assert moved in verbose and "(re-measured after a keep)" in verbose
+    records = [json.loads(ln) for ln in printed(as_json=True, verbose=True).splitlines()]
+    assert [r.get("remeasured") for r in records if r["type"] == "experiment"] == [True, False]
+    assert any(r["type"] == "event" and r["kind"] == "rebase" for r in records)
+
+
+def test_summary_writes_rates_with_si_prefixes_and_keeps_kept_lines_whole(
+        ran_target: Path) -> None:
+    exps = _experiments(ran_target)
+    long = dataclasses.replace(exps["e0001"], candidate=dataclasses.replace(
+        exps["e0001"].candidate, hypothesis="halve SIZE " + "so that every item costs less " * 6
+        + "END"))
+    summary = Summary(baseline=1_422_000.0, best=8_331_000.0, kept=[long], finished=6,
+                      counts={"kept": 1, "discarded": 5}, stopped="done", branch="assay/x")
+    buf = io.StringIO()
+    printer = RunPrinter(Console(file=buf, width=80))  # a pipe: nothing wrapped or cut
+    printer.summary(summary, "throughput", "words/s", Direction.MAXIMIZE)
+    out = buf.getvalue()
+    assert "baseline 1.422M words/s -> best 8.331M words/s" in out and "e+06" not in out
+    kept = next(ln for ln in out.splitlines() if ln.startswith("  e0001 "))
+    assert kept.endswith("END") and len(kept) > 80
+    assert number(0.9812) == "0.9812" and number(939_400.0, "it/s") == "939.4k it/s"
+
+
+def test_show_says_when_the_incumbent_moved_and_the_pairs_were_set_aside(
+        ran_target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from assay import cli
+
+    real = api.show("e0002", ran_target)
+    first = dict(real["decisions"][0], verdict="continue", pairs_used=2)
+    more = dict(first, pairs_used=4)
+    runner = CliRunner()
+
+    def shown(data: dict[str, object]) -> str:
+        monkeypatch.setattr(cli.api, "show", lambda *a, **k: data)
+        result = runner.invoke(cli.app, ["show", "e0002", "-C", str(ran_target)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    # Two blocks against two incumbents, the pairs counted again from 2.
+    blocks = [dict(real["blocks"][0]), dict(real["blocks"][0], id="e0002-b9",
+                                            incumbent={"commit": "f" * 40})]
+    out = shown({**real, "blocks": blocks, "decisions": [first, more, first, more]})
+    assert out.count("the incumbent moved (a keep): measured again against the new one") == 1
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "the incumbent moved" in ln)
+    assert "4 pairs" in " ".join(lines[:at]) and "2 pairs" in " ".join(lines[at:at + 3])
+    # One incumbent throughout: nothing is said.
+    assert "incumbent moved" not in shown({**real, "decisions": [first, more]})
+
+
+def test_status_counts_in_the_singular(ran_target: Path, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
+    from typer.testing import CliRunner
+
+    from assay import cli
+
+    real = api.status(ran_target)
+    one = {**real, "experiments": 1, "counts": {"kept": 1}, "baseline": 1_422_000.0,
+           "best": 8_331_000.0, "unit": "words/s"}
+    monkeypatch.setattr(cli.api, "status", lambda *a, **k: one)
+    out = CliRunner().invoke(cli.app, ["status", "-C", str(ran_target)]).output
+    assert "1 experiment: kept 1" in out and "1 experiments" not in out
+    assert "baseline 1.422M words/s, best 8.331M words/s" in out
+
+
+def test_an_80_column_terminal_wraps_the_hypothesis_and_never_cuts_it(ran_target: Path) -> None:
+    exps = _experiments(ran_target)
+    hyp = "sweep (tpe): CHUNK=1, CACHE_SIZE=1024, COUNTER=counter and a longer tail END"
+    long = dataclasses.replace(exps["e0001"], candidate=dataclasses.replace(
+        exps["e0001"].candidate, hypothesis=hyp))
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, force_terminal=True, color_system=None)
+    print_row(console, *experiment_parts(experiment_record(long, 12)))
+    summary = Summary(baseline=1.0, best=2.0, kept=[long], finished=1, counts={"kept": 1},
+                      stopped="done", branch="assay/x")
+    RunPrinter(console).summary(summary, "speed", "", Direction.MAXIMIZE)
+    out = buf.getvalue()
+    assert "…" not in out and all(len(ln) <= 80 for ln in out.splitlines())
+    first = out.splitlines()[0]
+    assert LINE.match(first) and " 12 runs " in first
+    assert out.count("and a longer tail END") == 2 and out.count("CACHE_SIZE=1024,") == 2
+    wrapped = [ln for ln in out.splitlines() if ln.startswith("      ")]
+    assert len(wrapped) >= 2  # the line went on under the id, once per place it is printed

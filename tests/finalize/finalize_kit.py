@@ -119,7 +119,7 @@ def run_queue(root: Path, patches: list[tuple[str, str]]) -> None:
     cfg.write_text(cfg.read_text() + '\n[proposer.queue]\npath = ".queue"\n')
     git(root, "commit", "-qam", "queue the patches")
     summary = api.run(root, proposer="queue", budget=len(patches))
-    assert len(summary.kept) == len(patches), [e.note for e in api_log(root)]
+    assert len(summary.kept) == len(patches), api_log(root)
 
 
 def api_log(root: Path) -> list[object]:

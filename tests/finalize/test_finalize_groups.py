@@ -67,6 +67,9 @@ def test_three_changes_in_two_files_become_two_measured_branches(tmp_path: Path)
     assert "## Measured effect" in message and f"{a.alone.effect:+.2%}" in message
     assert "## Measured on" in message and "Python" in message
     assert "e0001" in message and "a.py: the fast path" in message
+    assert "Grouped because" not in message  # one change: nothing to explain
+    b_text = (res.folder / b.group.slug / "PR.md").read_text()
+    assert "Grouped because they change the same files: b.py (e0002, e0003)." in b_text
     changes = (res.folder / "CHANGES.md").read_text()
     assert "| a-py-the-fast-path |" in changes and "| b-py |" in changes
     # the user's branch, index and working tree are as they were
@@ -197,3 +200,14 @@ def test_redundant_groups_are_flagged_and_a_hand_made_commit_is_kept(tmp_path: P
                            "changes it by +0.00% [+0.00%, +0.00%], which includes zero"]
         assert NOT_ALONE in (res.folder / o.group.slug / "PR.md").read_text()
     assert f"| {NOT_ALONE} in the final tree" in (res.folder / "CHANGES.md").read_text()
+
+
+def test_a_long_hypothesis_becomes_a_slug_cut_between_words() -> None:
+    hyp = ("normalize stems each of ~500k words though the corpus holds about 13k distinct "
+           "ones")
+    assert grouping.slugify(hyp) == "normalize-stems-each-of-500k-words"  # not "...-thoug"
+    assert grouping.slugify(hyp, limit=20) == "normalize-stems-each"
+    # one word longer than the limit is cut where the limit falls
+    assert grouping.slugify("x" * 50 + " tail") == "x" * 40
+    assert grouping.slugify("CHUNK=17: tuned") == "chunk-17-tuned"
+    assert grouping.slugify("?!") == "change"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from assay import api
 from assay.config import parse
-from assay.errors import AssayError
+from assay.errors import AssayError, ConfigError
 
 FUZZED: Counter[str] = Counter()
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
@@ -62,6 +62,21 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "limits": ("memory_mb", "cpu_s", "network"),
     "hooks": ("on_keep", "on_experiment_timeout"),
     "scope": ("holdout",),
+    "commands": ("compare", "compare_rtol", "compare_atol", "holdout"),
+    "holdout_metric": ("name", "direction", "tolerance", "unit", "reader"),
+    "platforms": ("name", "slots", "env", "primary", "sky", "ray_resource"),
+    "executor.ray": ("address", "num_cpus", "num_gpus", "slot_resource", "cache_dir",
+                     "min_slots", "connect_timeout_s", "max_attempts"),
+    "executor.skypilot": ("name", "nodes", "accelerators", "slots_per_node", "cloud",
+                          "use_spot", "disk_size", "autostop_minutes", "setup", "down"),
+    "env": ("allow", "set", "fingerprint"),
+    "target": ("brief", "name"),
+}
+# keys added since the first round to sections it already covered
+NEW_KEYS: dict[str, tuple[str, ...]] = {
+    "decision": ("keep_on", "platform_tolerance", "confidence", "confirm"),
+    "run": ("compile_cache", "warm_up", "verify"),
+    "research": ("offline", "max_papers", "top", "queries", "github", "measure"),
 }
 VALUES = st.sampled_from([
     '"x"', '""', "0", "-1", "1", "1e309", "-1e309", "nan", "inf", "true", "[]", "[1]",
@@ -90,29 +105,111 @@ def _consume(target: Any, section: str) -> None:
     elif section == "finalize.review":
         from assay.finalize import review
         review.from_target(target)
+    elif section == "executor.ray":
+        from assay.executors.ray import RayConfig
+        RayConfig.from_target(target)
+    elif section == "executor.skypilot":
+        from assay.executors.skypilot import SkyConfig
+        SkyConfig.from_target(target)
 
 
-@SETTINGS
+def _config_with(section: str, key: str, value: str) -> str:
+    """BASE with ``key = value`` in ``section`` (a table, an array of tables, or BASE's own)."""
+    if section == "scope":
+        return BASE.replace('protected = ["bench.py"]\n',
+                            f'protected = ["bench.py"]\n{key} = {value}\n')
+    if section == "commands":
+        return BASE.replace('bench = "python bench.py"\n',
+                            f'bench = "python bench.py"\n{key} = {value}\n')
+    if section == "platforms":
+        return BASE + f"[[platforms]]\n{key} = {value}\n"
+    return BASE + f"[{section}]\n{key} = {value}\n"
+
+
+def _says_what_and_where(exc: AssayError, section: str, key: str) -> None:
+    """The message names the file and the section or key (what, where); a ConfigError also
+    carries them as fields, and says what would be valid when the value itself is wrong."""
+    msg = str(exc)
+    assert msg.strip() and "Traceback" not in msg
+    head = section.split(".")[0]
+    assert head in msg or key in msg, (section, key, msg)
+    assert "assay.toml" in msg, msg
+    if isinstance(exc, ConfigError):
+        assert exc.file and exc.key, msg
+
+
+@settings(max_examples=800, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(sorted(SECTIONS)), st.data())
 def test_every_section_rejects_bad_values_with_an_assay_error(section: str,
                                                               data: st.DataObject) -> None:
-    keys = (*SECTIONS[section], "no_such_key")
+    keys = (*SECTIONS[section], *NEW_KEYS.get(section, ()), "no_such_key")
     key = data.draw(st.sampled_from(keys))
     value = data.draw(VALUES)
     FUZZED[f"[{section}] values"] += 1
-    if section == "scope":
-        text = BASE.replace('protected = ["bench.py"]\n',
-                            f'protected = ["bench.py"]\n{key} = {value}\n')
-    else:
-        text = BASE + f"[{section}]\n{key} = {value}\n"
     try:
-        target = parse(text, Path("/nonexistent/repo"))
+        target = parse(_config_with(section, key, value), Path("/nonexistent/repo"))
         _consume(target, section)
     except AssayError as exc:
-        msg = str(exc)
-        assert msg.strip()
-        head = section.split(".")[0]
-        assert head in msg or key in msg or "assay.toml" in msg, (section, key, value, msg)
+        _says_what_and_where(exc, section, key)
+
+
+# One bad value per section through the command line, as a user meets it: exit 2, one
+# `error:` line naming the file, the section and what would be valid; never a traceback;
+# refused before anything is measured (no experiment in the journal).
+CLI_CASES: list[tuple[str, str, str, list[str], str]] = [
+    # (section, key, value, the command reading it, a word of what to do)
+    ("proposer.sweep", "sampler", '"nope"', ["run"], "tpe"),
+    ("proposer.queue", "path", "5", ["run", "--proposer", "queue"], "string"),
+    ("proposer.llm", "provider", '"nope"', ["run", "--proposer", "llm"], "openai, anthropic"),
+    ("proposer.agent", "parallel", "-1", ["run", "--proposer", "agent"], ">= 0"),
+    ("decision", "keep_on", '"all"', ["run"], "primary, any"),
+    ("decision", "confidence", "2", ["run"], "<= 0.9999"),
+    ("run", "warm_up", '"lots"', ["run"], "none"),
+    ("limits", "memory_mb", "0", ["run"], ">= 1"),
+    ("hooks", "on_keep", "1", ["run"], "string"),
+    ("scope", "holdout", "3", ["run"], "a list of strings"),
+    ("commands", "compare_rtol", "-1", ["run"], ">= 0"),
+    ("holdout_metric", "name", '""', ["run"], "METRIC"),
+    ("env", "set", '"x"', ["run"], "key = value"),
+    ("platforms", "name", "3", ["run"], "string"),
+    ("target", "name", "[1]", ["run"], "string"),
+    ("research", "max_papers", '"x"', ["research"], "integer"),
+]
+
+
+@pytest.mark.parametrize("section,key,value,verb,fix", CLI_CASES,
+                         ids=[f"{c[0]}.{c[1]}" for c in CLI_CASES])
+def test_a_bad_value_in_each_new_section_exits_2_from_the_cli(
+        tmp_path: Path, section: str, key: str, value: str, verb: list[str], fix: str) -> None:
+    from typer.testing import CliRunner
+
+    from assay.cli import app
+
+    FUZZED["CLI runs on a bad new section"] += 1
+    repo = make_repo(tmp_path)
+    text = _config_with(section, key, value)
+    if section == "holdout_metric":
+        text = text.replace('bench = "python bench.py"\n',
+                            'bench = "python bench.py"\nholdout = "python bench.py"\n')
+    (repo.root / "assay.toml").write_text(text)
+    r = CliRunner().invoke(app, [*verb, "-C", str(repo.root)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, r.output
+    line = errors[0]
+    assert "assay.toml" in line and (section.split(".")[0] in line or key in line), line
+    assert fix in line, line
+    if repo.journal.exists():  # refused before the first trial
+        from assay.journal import Journal
+
+        journal = Journal.open(repo.journal, readonly=True)
+        try:
+            assert journal.experiments() == []
+        finally:
+            journal.close()
 
 
 # -- MCP tools ------------------------------------------------------------------------

@@ -266,6 +266,7 @@ def test_holdout_never_reaches_a_proposer_and_gates_keeps(tmp_path: Path) -> Non
     from assay import config as config_mod
     from assay.faces import mcp
     from assay.journal import Journal
+    from assay.model import WITHHELD_NOTE
 
     journal = Journal.open(repo.journal, readonly=True)
     try:
@@ -281,6 +282,16 @@ def test_holdout_never_reaches_a_proposer_and_gates_keeps(tmp_path: Path) -> Non
         text = json.dumps(out, default=str)
         assert "quality" not in text and "regressed" not in text, text
     assert "withheld" in json.dumps(mcp.show(target, by["shrink"]["id"]))
+    # ... nor an export for proposers (pi-autoresearch's agent reads its log.jsonl), while
+    # the plain export, for the person, keeps the held-out reason.
+    for fmt in ("jsonl", "tsv", "csv"):
+        text = api.export(fmt, repo.root, for_proposers=True)
+        assert "quality" not in text and "regressed" not in text, text
+    assert "holdout regressed" in api.export("jsonl", repo.root)
+    # ... nor the MCP tool that measures a candidate, when its own one fails the holdout.
+    got = mcp.run_experiment(target, params={"SIZE": 1000}, hypothesis="shrink further")
+    assert got["state"] == "discarded" and got["note"] == WITHHELD_NOTE, got
+    assert "regressed" not in json.dumps(got, default=str)
     TAMPER_OUTCOMES.append(("keep a change that regresses the holdout", by["shrink"]["state"],
                             by["shrink"]["note"][:110]))
 

@@ -153,6 +153,35 @@ def test_agent_cannot_read_the_holdout_or_the_journal(tmp_path: Path) -> None:
     assert cand.meta["isolation"] == "private checkout, mount namespace"
 
 
+def test_without_a_mount_namespace_the_checkout_still_lacks_the_holdout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A machine that forbids unprivileged namespaces: the agent still works in a private
+    # repository outside the target, with no holdout file and no link back to the journal.
+    import assay.proposers.agent as agent_mod
+
+    monkeypatch.setattr(agent_mod, "mount_isolation_available",
+                        lambda: (False, "no unprivileged mount namespaces here"))
+    root = tmp_path / "repo"
+    seen = tmp_path / "seen.txt"
+    cmd = f"{script(tmp_path, SPY_AGENT)} {root} {seen}"
+    cfg = config_text(agent=agent_cfg(cmd)).replace(
+        'protected = ["bench.py"]', 'protected = ["bench.py"]\nholdout = ["heldout/**"]').replace(
+        'bench = "python bench.py"', 'bench = "python bench.py"\nholdout = "python holdout.py"')
+    commit = make_repo(root, {"src/app.py": APP, "bench.py": BENCH,
+                              "holdout.py": "print('SECRET-SCRIPT')\n",
+                              "heldout/answers.txt": "SECRET-ANSWERS\n"}, cfg)
+    target = target_of(root)
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    lines = seen.read_text().splitlines()
+    assert "denied holdout.py: FileNotFoundError" in lines
+    assert "denied heldout/answers.txt: FileNotFoundError" in lines
+    cwd = Path(lines[0].removeprefix("cwd "))
+    assert root.resolve() not in cwd.resolve().parents
+    git_dir = Path(next(ln for ln in lines if ln.startswith("git ")).removeprefix("git "))
+    assert git_dir.resolve() == (cwd / ".git").resolve()
+    assert cand.meta["isolation"] == "private checkout" and rejection(cand) is None
+
+
 def test_hypothesis_and_usage_from_json_output(tmp_path: Path) -> None:
     body = r'''
 import json, pathlib

@@ -134,3 +134,23 @@ def test_example_context_is_printable(tmp_path: Path) -> None:
     print(built.text)
     print("tokens:", built.tokens)
     assert built.tokens < 2000
+
+
+def test_no_file_of_the_holdout_reaches_a_context_even_when_editable(tmp_path: Path) -> None:
+    from assay.workspace import Workspace
+
+    root = tmp_path / "repo"
+    cfg = config_text().replace('editable = ["src/**/*.py"]', 'editable = ["src/**"]').replace(
+        'protected = ["bench.py"]', 'protected = ["bench.py"]\nholdout = ["src/heldout/**"]'
+    ).replace('bench = "python bench.py"',
+              'bench = "python bench.py"\nholdout = "python src/eval_holdout.py --split test"')
+    cfg += '\n[holdout_metric]\nname = "quality"\n'
+    commit = make_repo(root, {"src/app.py": APP, "bench.py": BENCH, "program.md": "x\n",
+                              "src/eval_holdout.py": "print('SECRET-SCRIPT')\n",
+                              "src/heldout/answers.txt": "SECRET-ANSWERS\n",
+                              "src/données.py": "x = 1\n"}, cfg)
+    target = target_of(root)
+    for files in (incumbent_files(target, commit), Workspace(target, "t").editable_files(commit)):
+        assert "SECRET" not in repr(files), sorted(files)
+        # git names a non-ASCII file verbatim (never "\303\251" quoting): it is listed too
+        assert sorted(files) == ["src/app.py", "src/données.py"]

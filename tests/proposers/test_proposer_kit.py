@@ -39,11 +39,29 @@ def _repo(tmp_path: Path, extra: str = "", llm: str = "", agent: str = "",
     return root, commit
 
 
+def _sweep(tmp_path: Path, sweep: str = "") -> ProposerCase:
+    """The sweep proposer over N in 1..1000 (``sweep``: its [proposer.sweep] keys)."""
+    root, commit = _repo(tmp_path, PARAMS.format(high=1000)
+                         + (f"\n[proposer.sweep]\n{sweep}" if sweep else ""))
+    target = target_of(root)
+    return ProposerCase(SweepProposer.from_target(target), target, commit)
+
+
 class TestSweepTPE(ProposerContract):
     def make_case(self, tmp_path: Path) -> ProposerCase:
-        root, commit = _repo(tmp_path, PARAMS.format(high=1000))
-        target = target_of(root)
-        return ProposerCase(SweepProposer.from_target(target), target, commit)
+        return _sweep(tmp_path)
+
+
+class TestSweepRandom(ProposerContract):
+    def make_case(self, tmp_path: Path) -> ProposerCase:
+        return _sweep(tmp_path, 'sampler = "random"\n')
+
+
+class TestSweepGP(ProposerContract):
+    rounds = 3  # past n_startup: the Gaussian process itself proposes
+
+    def make_case(self, tmp_path: Path) -> ProposerCase:
+        return _sweep(tmp_path, 'sampler = "gp"\nn_startup = 1\n')
 
 
 class TestSweepGrid(ProposerContract):

@@ -81,6 +81,8 @@ def test_a_gap_off_the_hot_path_ranks_below_one_on_it(tmp_path: Path) -> None:
     assert all(h.why for h in hyps)
     assert hyps[1].why.startswith("touches 34% of the profiled time")
     assert cold_ones[0].why.startswith("its ops never appear in the profile")
+    assert "; 1 implementation ships it" in hyps[1].why  # the GPU backend alone
+    assert "; 2 implementations ship it" in cold_ones[0].why  # both backends
     text = render(_findings(tmp_path, HOT), hyps)
     assert "Why here: touches 67% of the profiled time" in text  # the hot spot
     assert "| 1 | - | profile |" in text

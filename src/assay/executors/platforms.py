@@ -2,7 +2,8 @@
 
 With ``[[platforms]]`` declared, every block carries the platform it must be measured on;
 :class:`PlatformExecutor` hands it to that platform's executor (local slots, a Ray
-cluster's nodes that carry the platform's resource, or a SkyPilot pool), so paired runs
+cluster's nodes that carry the platform's resource, or a SkyPilot pool; several remote
+platforms share one Ray cluster), so paired runs
 never mix machine classes. A platform whose executor has no slot left is *away*: its
 blocks wait (the loop pauses that platform's decisions) instead of running elsewhere.
 """
@@ -82,5 +83,7 @@ class PlatformExecutor(Executor):
                 child.cancel(block_id)
 
     def close(self) -> None:
-        for child in self.children.values():
+        # In reverse: a pool that joined another's Ray cluster closes before the one that
+        # holds the cluster's head.
+        for child in reversed(list(self.children.values())):
             child.close()

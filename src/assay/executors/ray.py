@@ -80,6 +80,7 @@ class RayConfig:
     min_slots: int = 1
     connect_timeout_s: float = 120.0
     max_attempts: int = 3
+    slot_prefix: str = ""  # set per platform ("arm-"), so its slot names say where they are
 
     @classmethod
     def from_target(cls, target: Target, dotted: str = "executor.ray") -> RayConfig:
@@ -276,7 +277,7 @@ class RayExecutor(Executor):
                 self._labels[nid] = {str(k): str(v) for k, v in (node.get("Labels") or {}).items()}
                 host = str(node.get("NodeManagerAddress", "")) or "ray"
                 for k in range(count):
-                    name = slot_name(nid, k)
+                    name = self.cfg.slot_prefix + slot_name(nid, k)
                     if name not in self._slots:
                         self._slots[name] = Slot(name=name, host=host)
                         self._slot_node[name] = nid

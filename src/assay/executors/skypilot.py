@@ -174,6 +174,8 @@ class NodeSpec:
     role: str  # "head" | "worker"
     slots: int
     head_address: str = ""  # ip:port of the Ray head, for workers
+    cloud: str = ""  # for workers: the head's cloud and region, where the pool left them open
+    region: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,8 @@ class ClusterInfo:
     status: str  # "UP", "INIT", "STOPPED", "DOWN"
     ray_address: str = ""  # where workers join (heads only)
     driver_address: str = ""  # where the driver connects (heads only)
+    cloud: str = ""  # where SkyPilot placed it ('' when unknown)
+    region: str = ""
 
 
 class Launcher(ABC):
@@ -235,7 +239,7 @@ def task_config(cfg: SkyConfig, name: str, node: NodeSpec) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     for key in ("accelerators", "cloud", "region", "zone", "instance_type", "cpus", "memory",
                 "image_id"):
-        value = getattr(cfg, key)
+        value = getattr(cfg, key) or getattr(node, key, "")  # a worker goes where its head is
         if value:
             resources[key] = value
     if cfg.disk_size:
@@ -273,6 +277,7 @@ class SkyPilotLauncher(Launcher):
         if self.cfg.autostop_minutes:
             kwargs.update(idle_minutes_to_autostop=self.cfg.autostop_minutes, down=True)
         _, handle = sky.stream_and_get(sky.launch(task, **kwargs))
+        placed = getattr(handle, "launched_resources", None)
         internal = list(getattr(handle, "cached_internal_ips", None) or [])
         external = list(getattr(handle, "cached_external_ips", None) or [])
         head_ip = getattr(handle, "head_ip", None) or (external[0] if external else "")
@@ -280,7 +285,9 @@ class SkyPilotLauncher(Launcher):
         info = ClusterInfo(name, "UP",
                            ray_address=f"{inner}:{self.cfg.ray_port}",
                            driver_address=self.cfg.address or
-                           f"ray://{head_ip}:{self.cfg.client_port}")
+                           f"ray://{head_ip}:{self.cfg.client_port}",
+                           cloud=str(getattr(placed, "cloud", None) or "").lower(),
+                           region=str(getattr(placed, "region", None) or ""))
         self._known[name] = info
         return info
 
@@ -423,13 +430,17 @@ class SkyPilotExecutor(Executor):
     name = "skypilot"
 
     def __init__(self, target: Target, workspace: Workspace, cfg: SkyConfig,
-                 launcher: Launcher, ray_cfg: RayConfig | None = None) -> None:
+                 launcher: Launcher, ray_cfg: RayConfig | None = None,
+                 join: SkyPilotExecutor | None = None) -> None:
+        """``join``: another pool whose Ray head this pool's nodes join (all of them
+        workers), so that the pools of several platforms form one cluster."""
         self.target = target
         self.ws = workspace
         self.cfg = cfg
         self.launcher = launcher
         self.ray_cfg = ray_cfg or RayConfig.from_target(target)
-        self.head = f"{cfg.name}-head"
+        self.joined = join
+        self.head = "" if join is not None else f"{cfg.name}-head"
         self.workers: list[str] = []
         self._next = 1
         self._replacing: dict[str, threading.Thread] = {}
@@ -458,21 +469,37 @@ class SkyPilotExecutor(Executor):
 
     def _provision(self) -> None:
         slots = self.cfg.node_slots
-        self._head = self.launcher.launch(self.head, NodeSpec("head", slots))
-        self.events.append(f"launched {self.head}")
-        names = [self._worker_name() for _ in range(self.cfg.nodes - 1)]
+        if self.joined is not None:
+            self._head = self.joined._head
+            if self._head is None:
+                raise ExecutorError(f"pool {self.cfg.name} joins pool {self.joined.cfg.name}, "
+                                    "whose head is not up")
+            names = [self._worker_name() for _ in range(self.cfg.nodes)]
+        else:
+            self._head = self.launcher.launch(self.head, NodeSpec("head", slots))
+            self.events.append(f"launched {self.head}")
+            names = [self._worker_name() for _ in range(self.cfg.nodes - 1)]
         if names:
-            spec = NodeSpec("worker", slots, self._head.ray_address)
+            spec = self._worker_spec()
             with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
                 list(pool.map(lambda n: self.launcher.launch(n, spec), names))
             self.workers.extend(names)
             self.events.extend(f"launched {n}" for n in names)
         ray: Any = require("ray", "ray", "The SkyPilot executor")
-        if ray.is_initialized():
+        if ray.is_initialized() and self.joined is None:
             ray.shutdown()  # a driver talks to one cluster: this pool's
         rcfg = dataclasses.replace(self.ray_cfg, address=self._head.driver_address,
                                    min_slots=self.cfg.nodes * slots)
         self.ray = RayExecutor(self.target, self.ws, rcfg)
+
+    def _worker_spec(self) -> NodeSpec:
+        """A worker of this pool: joins the head, in the head's cloud and region unless the
+        pool names its own (its nodes must reach the head's private address)."""
+        assert self._head is not None
+        open_region = not (self.cfg.region or self.cfg.zone)
+        return NodeSpec("worker", self.cfg.node_slots, self._head.ray_address,
+                        cloud="" if self.cfg.cloud else self._head.cloud,
+                        region=self._head.region if open_region else "")
 
     def _cluster_of(self, slot: str) -> str | None:
         assert self.ray is not None
@@ -485,8 +512,7 @@ class SkyPilotExecutor(Executor):
         with self._lock:
             if cluster in self._replacing:
                 return self._replacing[cluster]
-        assert self._head is not None
-        spec = NodeSpec("worker", self.cfg.node_slots, self._head.ray_address)
+        spec = self._worker_spec()
         new = self._worker_name()
 
         def work() -> None:
@@ -557,10 +583,10 @@ class SkyPilotExecutor(Executor):
         for thread in list(self._replacing.values()):
             thread.join(timeout=600)
         ray: Any = require("ray", "ray", "The SkyPilot executor")
-        if ray.is_initialized():
-            ray.shutdown()
+        if ray.is_initialized() and self.joined is None:
+            ray.shutdown()  # a joined pool leaves the cluster to the pool that holds the head
         if self.cfg.down:
-            names = [*self.launcher.status()] or [self.head, *self.workers]
+            names = [*self.launcher.status()] or [n for n in (self.head, *self.workers) if n]
             with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
                 list(pool.map(self.launcher.down, names))
             self.events.extend(f"down {n}" for n in names)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,9 @@ from .. import lock as lock_mod
 from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
+from ..loop import progress as run_progress
 from ..model import BlockRow, Experiment, RunResult
+from .terminal import improvement
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
 LOG_TAIL_BYTES = 4000  # per log file on a live experiment page
@@ -76,7 +79,10 @@ def _clean(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(_clean(value), sort_keys=True, default=str, allow_nan=False)
+    try:  # the C encoder, in one pass; a NaN (or a key it cannot sort) takes the slow path
+        return json.dumps(value, sort_keys=True, default=str, allow_nan=False)
+    except (ValueError, TypeError):
+        return json.dumps(_clean(value), sort_keys=True, default=str, allow_nan=False)
 
 
 # -- cost --------------------------------------------------------------------------------
@@ -300,6 +306,7 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     }
     if journal is None:
         base.update(experiments=[], counts={}, incumbent=None, baseline=None, best=None,
+                    verification=None,
                     calibration=None, slots=[], progress=progress([], None, None),
                     win_rates={"proposer": [], "source_kind": []},
                     cost=cost_summary([], {}), version="none", last_event=None, branch="",
@@ -312,16 +319,10 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     totals = journal.run_totals()  # per experiment and slot, summed in SQL
     rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["state"]] = counts.get(row["state"], 0) + 1
-    baseline = next((x["incumbent_value"] for x in rows if x["incumbent_value"] is not None),
-                    None)
-    best = baseline
-    for row in rows:
-        if row["state"] == "kept" and row["value"] is not None:
-            best = row["value"]
     cal = journal.get_meta("calibration")
+    # counts, baseline and best as `assay status` and the run's summary give them
+    head = run_progress(exps, _finite(cal.get("baseline")) if isinstance(cal, dict) else None)
+    counts, baseline, best = head.counts, head.baseline, head.best
     noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
     inc = journal.incumbent()
     last_event = journal.last_event_id()
@@ -331,7 +332,8 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         incumbent=None if inc is None else {"commit": inc.commit, "params": dict(inc.params),
                                             "experiment": inc.experiment_id},
         baseline=baseline, best=best,
-        improvement=(best / baseline - 1.0) if best is not None and baseline else None,
+        improvement=improvement(baseline, best, target.metric.direction),
+        verification=verification_data(target, journal),
         calibration=cal, slots=[dataclasses.asdict(s) for s in journal.slots()],
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
@@ -346,6 +348,29 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         noise=noise_data(target, journal),
     )
     return base
+
+
+def verification_data(target: Target, journal: Journal) -> dict[str, Any] | None:
+    """The headline: the paired baseline-vs-final-best measurement (``assay verify``, or the
+    end of a run) with its interval, in words, and the kept effects compounded beside it."""
+    from .. import verify
+    from .terminal import paired_words, pct, ratio_words
+
+    v = verify.stored(journal)
+    effects = verify.kept_effects(journal)
+    comp = verify.compounded(effects)
+    if v is None and comp is None:
+        return None
+    m = target.metric
+    out: dict[str, Any] = {
+        "measured": v.as_dict() if v else None,
+        "current": verify.current(journal) is not None,
+        "compounded": comp, "kept": sum(1 for e in effects if e is not None),
+        "compounded_words": "" if comp is None else
+        pct(comp) + (f" ({r})" if (r := ratio_words(comp, m.direction, m.name, m.unit)) else ""),
+        "words": paired_words(v.as_dict(), m.direction, m.name, m.unit) if v else "",
+    }
+    return out
 
 
 def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
@@ -379,12 +404,47 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
         s["t"].append(b["finished_at"])
     cal = journal.get_meta("calibration")
     cal = cal if isinstance(cal, dict) else {}
-    quarantined = [{"slot": s.name, "reason": s.reason} for s in journal.slots()
-                   if s.quarantined]
+    workers = journal.slots()
+    quarantined = [{"slot": s.name, "reason": s.reason} for s in workers if s.quarantined]
+    delta = _finite(cal.get("delta")) or target.decision.delta
+    ends = [float(b["finished_at"] or 0.0) for b in blocks.values()]
     return {"slots": [{"slot": k, **v} for k, v in sorted(series.items())],
-            "delta": _finite(cal.get("delta")) or target.decision.delta,
+            "delta": delta, "deltas": _delta_per_block(ends, journal.delta_history(), delta),
             "calibrated": {k: _finite(v) for k, v in (cal.get("noise") or {}).items()},
-            "quarantined": quarantined, "blocks": len(blocks)}
+            "quarantined": quarantined, "blocks": len(blocks),
+            "quarantines": _quarantines(journal, [w.name for w in workers], ends, series)}
+
+
+def _delta_per_block(ends: Sequence[float], history: Sequence[tuple[float, float]],
+                     current: float) -> dict[str, list[Any]]:
+    """δ in force at each block (in the order they finished): that of the first decision
+    made after the block ended (the one its pairs fed), else the current δ."""
+    xs: list[int] = []
+    ys: list[float] = []
+    j = 0
+    for i, end in enumerate(ends, start=1):
+        while j < len(history) and history[j][0] < end:
+            j += 1
+        xs.append(i)
+        ys.append(history[j][1] if j < len(history) else current)
+    return {"x": xs, "y": ys}
+
+
+def _quarantines(journal: Journal, names: Sequence[str], ends: Sequence[float],
+                 series: dict[str, dict[str, list[Any]]]) -> list[dict[str, Any]]:
+    """Each quarantine, placed after the last block that ended before it, at its slot's
+    last measured noise."""
+    out = []
+    for ev in journal.events_of_kind("quarantine"):
+        slot = next((n for n in names if ev.message.startswith(f"slot {n} ")), None)
+        if slot is None:
+            continue
+        x = sum(1 for end in ends if end <= ev.ts)
+        s = series.get(slot, {"x": [], "noise": []})
+        before = [v for bx, v in zip(s["x"], s["noise"], strict=True) if bx <= x]
+        out.append({"slot": slot, "x": x, "y": before[-1] if before else None,
+                    "reason": ev.message.partition(": ")[2] or ev.message, "ts": ev.ts})
+    return out
 
 
 def version_of(journal: Journal) -> str:
@@ -509,6 +569,8 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
         out["blocks"].append({
             "id": b.id, "kind": b.kind.value, "order": b.order, "state": b.state.value,
             "slot": b.slot, "inc_commit": b.incumbent.commit, "wall_s": b.wall_s,
+            "build_s": b.build_s, "checks_runs": b.checks_runs,
+            "checks_outcome": b.checks_outcome,
             "error": b.error, "error_kind": b.error_kind,
             "checks_passed": None if b.checks_passed is None else int(b.checks_passed),
             "logs": extra})
@@ -522,12 +584,12 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
 
 
 def _rel(target: Target, path: str) -> str:
+    """``path`` relative to the repository when it lies inside it (a string test: the report
+    asks this for every log file of every run)."""
     if not path:
         return ""
-    try:
-        return str(Path(path).relative_to(target.root))
-    except ValueError:
-        return path
+    root = os.path.join(str(target.root), "")
+    return path[len(root):] if path.startswith(root) else path
 
 
 def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:

@@ -192,7 +192,7 @@ def run_experiment(target: Target, patch: str = "", hypothesis: str = "",
                  until=functools.partial(_decided, loop, exp.id))
         done = loop.journal.experiment(exp.id)
         assert done is not None
-        out = experiment_dict(loop.journal, done)
+        out = experiment_dict(loop.journal, for_proposer(done))  # a proposer may call it
         new_inc = loop.journal.incumbent()
     out["kept"] = done.state is ExperimentState.KEPT
     out["finished"] = done.state.is_finished()

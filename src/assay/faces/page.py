@@ -62,9 +62,20 @@ def render(*, title: str, subtitle: str, config: dict[str, Any], data: Any,
         app = f'<script src="{base}static/app.js"></script>'
     live_box = ('<span class="live" id="live"><span class="dot"></span><span>connecting…</span>'
                 '</span>' if live else "")
-    data_tag = (f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
-                '</script>' if packed else
-                f'<script id="assay-data" type="application/json">{_embed(data)}</script>')
+    if packed and isinstance(data, dict) and "details" in data:
+        # The experiments' details in a tag of their own, unpacked after the page is drawn
+        # (most of a large report's bytes; nothing on the first screen needs them).
+        data = dict(data)
+        details = data.pop("details")
+        data_tag = (f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
+                    '</script>\n<script id="assay-details" type="application/gzip+base64">'
+                    f'{_packed(details)}</script>')
+    elif packed:
+        data_tag = (f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
+                    '</script>')
+    else:
+        data_tag = f'<script id="assay-data" type="application/json">{_embed(data)}</script>'
+
     return f"""<!doctype html>
 <html lang="en">
 <head>

@@ -20,9 +20,12 @@ def build(target: Target) -> str:
             journal.close()
     stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(data["generated_at"]))
     n = len(data["experiments"])
+    v = data.get("verification") or {}
+    paired = (f" · improvement (paired, baseline vs final best) {v['words']}"
+              if v.get("current") and v.get("words") else "")
     return page.render(
         title=f"assay report: {target.root.name}",
-        subtitle=f"{data['metric']['name']} · {n} experiment{'s' if n != 1 else ''} · "
+        subtitle=f"{data['metric']['name']} · {n} experiment{'s' if n != 1 else ''}{paired} · "
                  f"generated {stamp}",
         config={"mode": "report", "page": "overview", "base": "", "interval": 0},
         data=data, inline=True, packed=True)

@@ -7,7 +7,8 @@ the pages poll their twin and redraw in place (no reload):
 ``/``                                  ``/api/status.json`` (also ``/index.json``)
 ``/experiments/e0003``                 ``/experiments/e0003.json``
 ``/report.html``                       the static report, built on request
-``/api/experiments.json``              every experiment's row
+``/api/experiments.json``              every experiment's row (``?limit=&offset=``: a
+                                       page of them, newest first)
 ``/api/events.json?since=<id>``        the journal's events after ``id``
 ====================================  ======================================
 
@@ -40,6 +41,7 @@ from .data import (
     status_data,
     version_of,
 )
+from .terminal import improvement
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -137,8 +139,8 @@ class Pages:
             return {"since": since, "version": version, "rows": delta["rows"],
                     "points": delta["points"], "counts": counts, "best": best,
                     "baseline": base["baseline"],
-                    "improvement": (best / base["baseline"] - 1.0)
-                    if best is not None and base["baseline"] else None,
+                    "improvement": improvement(base["baseline"], best,
+                                               self.target.metric.direction),
                     "incumbent": None if inc is None else {
                         "commit": inc.commit, "params": dict(inc.params),
                         "experiment": inc.experiment_id},
@@ -238,7 +240,17 @@ def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
                 self._json(pages.status_since(version) if version else pages.status())
                 return
             if route == "/api/experiments.json":
-                self._json(pages.status()["experiments"])
+                rows = pages.status()["experiments"]
+                if "limit" in query or "offset" in query:  # a page, newest first
+                    limit, offset = _count(query, "limit", 100), _count(query, "offset", 0)
+                    if limit is None or offset is None:
+                        self._json({"error": "limit and offset must be whole numbers >= 0, "
+                                             "e.g. /api/experiments.json?limit=100&offset=0"},
+                                   400)
+                        return
+                    end = len(rows) - offset
+                    rows = rows[max(0, end - limit):max(0, end)][::-1]
+                self._json(rows)
                 return
             if route == "/api/events.json":
                 try:
@@ -275,6 +287,12 @@ def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
             self._not_found(route, route.endswith(".json"))
 
     return Handler
+
+
+def _count(query: dict[str, list[str]], key: str, default: int) -> int | None:
+    """A whole number >= 0 from the query string (None when it is not one)."""
+    raw = query.get(key, [str(default)])[0]
+    return int(raw) if raw.isdigit() else None
 
 
 def _escape(text: str) -> str:

@@ -9,9 +9,9 @@ re-measurement; ``as_json`` streams the same records as JSON lines for scripts.
 from __future__ import annotations
 
 import json
-import sqlite3
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,15 +19,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..journal import peek_count
 from ..loop import Summary
 from ..model import Direction, Experiment
+from ..verify import compounded
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
          "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
          "rebase": "magenta"}
 # Events printed without -v: the ones a user must act on or would want to know once.
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
-                          "stop", "resume"})
+                          "stop", "resume", "verify"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
 
@@ -47,11 +49,22 @@ def interval(lo: float | None, hi: float | None) -> str:
     return f"[{pct(lo)}, {pct(hi)}]"
 
 
+SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
 def number(v: Any, unit: str = "") -> str:
+    """A measured value as the report writes it: 4 significant digits, with an SI prefix
+    from a thousand up (``1.422M words/s``, ``939.4k``, ``0.9812``), never ``1.422e+06``."""
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.4g}{(' ' + unit) if unit else ''}"
+        text = f"{v:.4g}"
+        if math.isfinite(v):
+            for scale, prefix in SI_PREFIXES:
+                if abs(v) >= scale * 0.99995:
+                    text = f"{float(f'{v / scale:.4g}'):.4g}{prefix}"
+                    break
+        return text + (f" {unit}" if unit else "")
     return str(v)
 
 
@@ -62,20 +75,59 @@ def improvement(baseline: float | None, best: float | None, direction: Direction
     return best / baseline - 1.0 if direction is Direction.MAXIMIZE else baseline / best - 1.0
 
 
+TIME_UNITS = frozenset({"s", "sec", "secs", "second", "seconds", "ms", "us", "µs", "ns",
+                        "min", "minutes", "h", "hours"})
+
+
+def is_time(metric: str, unit: str) -> bool:
+    """Whether a metric is a duration (its unit, else its name, says so)."""
+    if unit:
+        return unit.strip().lower() in TIME_UNITS
+    name = metric.lower()
+    return any(w in name for w in ("time", "latency", "seconds", "duration", "wall"))
+
+
+def ratio_words(effect: float | None, direction: Direction, metric: str = "",
+                unit: str = "") -> str:
+    """For a metric to minimize, an improvement as a change and a ratio:
+    ``-21.9% time, 1.28× faster`` (``lower``/``higher`` when it is not a time); '' else."""
+    if effect is None or direction is not Direction.MINIMIZE or not effect > -1.0 \
+            or not math.isfinite(effect):
+        return ""
+    ratio = 1.0 + effect  # baseline / best
+    change = 1.0 / ratio - 1.0
+    timed = is_time(metric, unit)
+    what = "time" if timed else (metric or "value")
+    if ratio >= 1.0:
+        return f"{change:+.1%} {what}, {ratio:.2f}× {'faster' if timed else 'lower'}"
+    return f"{change:+.1%} {what}, {1.0 / ratio:.2f}× {'slower' if timed else 'higher'}"
+
+
+def paired_words(v: Mapping[str, Any], direction: Direction, metric: str = "",
+                 unit: str = "") -> str:
+    """The paired total improvement, its interval, the ratio, and the compounded keeps:
+    ``+28.00% [+20.10%, +36.30%] (-21.9% time, 1.28× faster), 12 pairs; the 3 kept
+    effects compound to +30.21%``."""
+    effect, lo, hi = v.get("effect"), v.get("lo"), v.get("hi")
+    text = f"{pct(effect)} {interval(lo, hi)}"
+    ratio = ratio_words(effect, direction, metric, unit)
+    if ratio:
+        lo_r, hi_r = (1.0 + lo if lo is not None and lo > -1 else None,
+                      1.0 + hi if hi is not None and hi > -1 else None)
+        span = f" [{lo_r:.2f}×, {hi_r:.2f}×]" if lo_r is not None and hi_r is not None else ""
+        text += f" ({ratio}{span})"
+    text += f", {plural(int(v.get('pairs') or 0), 'pair')}"
+    comp = v.get("compounded")
+    if comp is not None:
+        n = int(v.get("kept") or 0)
+        text += (f"; the {plural(n, 'kept effect')} compound{'s' if n == 1 else ''} to "
+                 f"{pct(comp)}")
+    return text
+
+
 def finished_in(journal_path: Path) -> int:
     """How many experiments the journal already holds finished (0 when there is none)."""
-    if not journal_path.exists():
-        return 0
-    try:
-        conn = sqlite3.connect(f"file:{journal_path}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute("SELECT COUNT(*) FROM experiments WHERE state IN "
-                               "('kept', 'discarded', 'invalid', 'crashed')").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return 0
-    return int(row[0])
+    return peek_count(journal_path, "finished") or 0
 
 
 def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
@@ -93,14 +145,36 @@ def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
 
 def experiment_line(rec: dict[str, Any]) -> str:
     """``e0003 kept       +12.34% [+8.10%, +16.00%]   8 runs   14.2 s  halve SIZE``."""
+    return "".join(experiment_parts(rec))
+
+
+def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:
+    """An experiment's line as its fixed-width head and its hypothesis."""
     runs = "-" if rec["runs"] is None else str(rec["runs"])
     verdict = str(rec["verdict"])
     head = (f"{rec['id']} {verdict:<9} {pct(rec['effect']):>8} "
             f"{interval(rec['lo'], rec['hi']):<20} {runs:>3} runs {rec['seconds']:>7.1f} s  ")
     text = str(rec["hypothesis"]).replace("\n", " ")
+    if rec.get("remeasured"):  # its first pairs were against an incumbent since replaced
+        text = "(re-measured after a keep) " + text
     if verdict in ("invalid", "crashed") and rec["reason"]:
         text += f" ({str(rec['reason']).splitlines()[0][:120]})"
-    return head + text
+    return head, text
+
+
+def print_row(console: Console, head: str, text: str, style: str = "") -> None:
+    """``head`` then ``text``, never cut: in a terminal too narrow for both, the line wraps
+    at word boundaries, continued under the id; a pipe or a file gets one whole line."""
+    line = head + text
+    if console.is_terminal and len(line) > console.width > 20:
+        import textwrap
+
+        indent = " " * (len(head) - len(head.lstrip()) + 6)
+        line = "\n".join(textwrap.wrap(line, console.width - 1, subsequent_indent=indent,
+                                       break_on_hyphens=False))
+    body = escape(line)
+    console.print(f"[{style}]{body}[/]" if style else body, highlight=False,
+                  soft_wrap=True)
 
 
 class RunPrinter:
@@ -119,6 +193,7 @@ class RunPrinter:
         self.signalled = ""  # the signal's name, once one asked the run to stop
         self.printed_errors: list[str] = []
         self._decided: set[str] = set()
+        self._remeasured: set[str] = set()  # measured again after the incumbent moved
         self._progress: Progress | None = None
         self._task: Any = None
 
@@ -147,34 +222,23 @@ class RunPrinter:
         else:
             print(line, flush=True)
 
-    def _print(self, text: str, style: str = "", one_line: bool = False) -> None:
-        """An experiment's line is cut to a terminal's width; events wrap there. In a pipe
-        or a file nothing is wrapped or cut."""
+    def _print(self, text: str, style: str = "") -> None:
+        """Events wrap at a terminal's width; in a pipe or a file nothing is wrapped."""
         target = self._progress.console if self._progress is not None else self.console
         body = escape(text)
         markup = f"[{style}]{body}[/]" if style else body
-        if one_line and target.is_terminal:
-            target.print(markup, highlight=False, overflow="ellipsis", no_wrap=True, crop=True)
-        else:  # a terminal folds long lines itself; a pipe or a file keeps them whole
-            target.print(markup, highlight=False, soft_wrap=not target.is_terminal)
+        target.print(markup, highlight=False, soft_wrap=not target.is_terminal)
 
     def _runs_of(self, exp_id: str) -> int | None:
-        if self.journal_path is None or not self.journal_path.exists():
+        if self.journal_path is None:
             return None
-        try:
-            conn = sqlite3.connect(f"file:{self.journal_path}?mode=ro", uri=True, timeout=5)
-            try:
-                row = conn.execute("SELECT COUNT(*) FROM runs WHERE experiment_id = ?",
-                                   (exp_id,)).fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return None
-        return int(row[0])
+        return peek_count(self.journal_path, "runs", exp_id)
 
     def on_event(self, kind: str, message: str, exp: Experiment | None) -> None:
         if kind == "signal":
             self.signalled = message.split(":", 1)[0]
+        if kind == "rebase" and exp is not None:
+            self._remeasured.add(exp.id)
         self._bar()
         if (exp is not None and kind in DECIDED and exp.state.is_finished()
                 and exp.id not in self._decided):
@@ -182,10 +246,12 @@ class RunPrinter:
             self.done += 1
             runs = None if exp.decision is not None else self._runs_of(exp.id)
             rec = experiment_record(exp, runs)
+            rec["remeasured"] = exp.id in self._remeasured
             if self.as_json:
                 self._emit_json(rec)
             else:
-                self._print(experiment_line(rec), STYLE.get(exp.state.value, ""), one_line=True)
+                target = self._progress.console if self._progress is not None else self.console
+                print_row(target, *experiment_parts(rec), style=STYLE.get(exp.state.value, ""))
             if self._progress is not None:
                 self._progress.update(self._task, completed=min(self.done, self.total)
                                       if self.total else self.done)
@@ -216,7 +282,8 @@ class RunPrinter:
                 "type": "summary", "stopped": s.stopped or "done", "finished": s.finished,
                 "counts": dict(s.counts), "baseline": s.baseline, "best": s.best,
                 "improvement": gain, "branch": s.branch, "failed": s.failed,
-                "kept": [e.id for e in s.kept]})
+                "kept": [e.id for e in s.kept], "verified": s.verified,
+                "verify_note": s.verify_note})
             return
         c = self.console
         c.rule("[bold]summary")
@@ -232,18 +299,29 @@ class RunPrinter:
             c.print("experiments: none finished", highlight=False)
         if s.baseline is not None:
             best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
+            ratio = ratio_words(gain, direction, metric, unit)
             c.print(f"{metric}: baseline {number(s.baseline, unit)}{best}"
-                    + (f" ({gain:+.1%})" if gain is not None and s.kept else ""),
+                    + (f" ({gain:+.1%}{', ' + ratio if ratio else ''}; medians measured at "
+                       "different times, unpaired)" if gain is not None and s.kept else ""),
                     highlight=False)
+        if s.verified:
+            c.print(f"[bold]improvement (paired, baseline vs final best):[/] "
+                    f"{escape(paired_words(s.verified, direction, metric, unit))}",
+                    highlight=False)
+        elif s.verify_note:
+            c.print(f"improvement not verified: {escape(s.verify_note)}", highlight=False)
         if s.kept:
             c.print(f"kept changes (branch {escape(s.branch)}):", highlight=False)
             for e in s.kept:
                 d = e.decision
-                c.print(f"  {e.id} {pct(d.effect if d else None):>8} "
-                        f"{interval(d.lo if d else None, d.hi if d else None):<20} "
-                        f"{(e.commit or '')[:10]}  {escape(e.candidate.hypothesis)}",
-                        highlight=False, overflow="ellipsis", no_wrap=c.is_terminal,
-                        crop=c.is_terminal, soft_wrap=not c.is_terminal)
+                print_row(c, f"  {e.id} {pct(d.effect if d else None):>8} "
+                             f"{interval(d.lo if d else None, d.hi if d else None):<20} "
+                             f"{(e.commit or '')[:10]}  ", e.candidate.hypothesis)
+            comp = compounded([e.decision.effect if e.decision else None for e in s.kept])
+            if comp is not None and not s.verified:
+                c.print(f"the kept effects compound to {pct(comp)}"
+                        + (f" ({r})" if (r := ratio_words(comp, direction, metric, unit))
+                           else ""), highlight=False)
         elif s.finished:
             c.print("no change beat the incumbent by more than the noise")
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
@@ -333,10 +411,13 @@ def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
     from rich.table import Table
 
     t = Table(title="per platform")
-    for col in ("platform", "state", "improvement", "interval", "pairs", "reason"):
-        t.add_column(col)
+    for col in ("platform", "state", "improvement", "interval", "pairs"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("reason")
     for r in rows:
+        # The reason's first line, less the effect and interval the columns already show.
+        reason = str(r.get("reason", "")).split("\n", 1)[0].split("; effect ", 1)[0]
         t.add_row(escape(str(r["platform"])), str(r["state"]), pct(r.get("effect")),
                   interval(r.get("lo"), r.get("hi")), str(r.get("pairs", 0)),
-                  escape(str(r.get("reason", ""))))
+                  escape(reason))
     console.print(t)

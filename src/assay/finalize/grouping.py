@@ -84,9 +84,12 @@ def _name_of(members: Sequence[Change]) -> str:
 
 
 def slugify(text: str, limit: int = 40) -> str:
+    """A branch-name part of ``text``: at most ``limit`` characters, cut between words."""
     slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    slug = slug[:limit].rstrip("-")
-    return slug or "change"
+    if len(slug) > limit:
+        cut = slug[: limit + 1].rfind("-")  # the last word boundary that fits
+        slug = slug[:cut] if cut >= limit // 2 else slug[:limit]
+    return slug.rstrip("-") or "change"
 
 
 def _unique(slugs: Sequence[str]) -> list[str]:

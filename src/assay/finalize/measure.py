@@ -53,6 +53,8 @@ class Measured:
     runs: int
     checks_passed: bool | None
     journal: str
+    # with [[platforms]]: each platform's row (platform, state, effect, lo, hi, pairs, reason)
+    platforms: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def distinguishable(self) -> bool:
@@ -88,13 +90,17 @@ def env_params(target: Target, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compare(target: Target, run: str, cmp: Comparison, folder: Path,
-            calibration: Mapping[str, Any] | None, report: Report) -> Measured:
-    """Measure ``cmp.candidate`` against ``cmp.incumbent`` with the run's decision rule."""
+            calibration: Mapping[str, Any] | None, report: Report,
+            scratch: str | None = None) -> Measured:
+    """Measure ``cmp.candidate`` against ``cmp.incumbent`` with the run's decision rule.
+
+    ``scratch`` names the scratch run (its branch is ``assay/<scratch>``); by default
+    ``<run>-pr/measuring``."""
     from .. import api
 
     quiet = dataclasses.replace(target, hooks={})
     root = target.root
-    scratch = f"{run}-pr/measuring"
+    scratch = scratch or f"{run}-pr/measuring"
     refs = branches.Refs(root)
     if branches.rev(root, f"refs/heads/assay/{scratch}") is not None:
         refs.delete(f"assay/{scratch}")  # left by an interrupted finalize
@@ -140,4 +146,5 @@ def _measured(label: str, exp: Experiment, journal: Journal, path: Path) -> Meas
         reason=exp.note or (d.reason if d else ""), pairs=d.pairs_used if d else 0,
         runs=len(journal.runs(exp.id)), checks_passed=(all(bool(c) for c in checks)
                                                        if checks else None),
-        journal=str(path))
+        journal=str(path),
+        platforms=tuple(d.details.get("platforms") or ()) if d else ())

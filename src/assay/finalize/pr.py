@@ -89,7 +89,7 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
     lines += ["## What changed and why", ""]
     for c in g.changes:
         lines.append(f"- {c.label} ({c.commit[:12]}): {c.hypothesis or '(no hypothesis)'}")
-    if g.reason:
+    if g.reason and len(g.changes) > 1:  # one change needs no reason to be alone
         lines += ["", f"Grouped because {g.reason}."]
     src = _sources(g, hypotheses)
     if src:
@@ -107,6 +107,7 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
         else:
             lines.append(f"| {name} | {pct(meas.effect)} | {interval(meas)} | {meas.pairs} | "
                          f"{meas.runs} | {meas.state} |")
+    lines += platform_table(o)
     lines += ["", *([f"**{f}**" for f in o.flags] or ["It stands on its own: its interval "
                                                      "excludes zero alone and in the final "
                                                      "tree."])]
@@ -130,6 +131,25 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
     lines += ["", f"Branch `{o.branch}`; measurement journals: "
               + ", ".join(x.journal.rsplit('/', 1)[-1] for x in (o.alone, o.without) if x)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def platform_table(o: Outcome) -> list[str]:
+    """With ``[[platforms]]``: each comparison's effect and interval on each platform."""
+    rows = [(name, r) for name, meas in (("this change alone", o.alone),
+                                         ("final tree without it", o.without))
+            if meas is not None for r in meas.platforms]
+    if not rows:
+        return []
+    out = ["", "Per platform (each measured against the same incumbent on its own machines):",
+           "", "| platform | comparison | effect | interval | pairs | verdict |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    order = list(dict.fromkeys(str(r.get("platform", "")) for _, r in rows))  # as declared
+    for name, r in sorted(rows, key=lambda x: order.index(str(x[1].get("platform", "")))):
+        lo, hi = r.get("lo"), r.get("hi")
+        iv = "-" if lo is None or hi is None else f"[{pct(lo)}, {pct(hi)}]"
+        out.append(f"| {r.get('platform', '?')} | {name} | {pct(r.get('effect'))} | {iv} | "
+                   f"{r.get('pairs', 0)} | {r.get('state', '')} |")
+    return out
 
 
 def changes_md(outcomes: Sequence[Outcome], target: Target, run: str, base: str,

@@ -34,6 +34,7 @@ from ..errors import FinalizeError
 from ..journal import Journal
 from ..lock import RunLock
 from ..model import ExperimentState
+from ..platforms import PlatformSpec
 from ..workspace import Workspace, git, split_params
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
@@ -115,12 +116,25 @@ class _Checker:
         env = process.scrubbed_env(self.target.env, env_vars)
         logs = self.logs / tree[:12]
         why = ""
-        for name, cmd in (("build", self.target.build), ("checks", self.target.checks)):
-            why = _prep(cmd, path, env, logs, name, self.target, None).why
+        # With [[platforms]]: on each local platform, with its environment (a remote
+        # platform's build and checks run in its measuring blocks, on its own machines).
+        plats: list[PlatformSpec | None] = [*local_platforms(self.target)] or [None]
+        for plat in plats:
+            penv = {**env, **plat.env} if plat is not None else env
+            where = logs / plat.name if plat is not None else logs
+            for name, cmd in (("build", self.target.build), ("checks", self.target.checks)):
+                why = _prep(cmd, path, penv, where, name, self.target, None).why
+                if why:
+                    break
             if why:
+                why = f"on platform {plat.name}: {why}" if plat is not None else why
                 break
         self.cache[tree] = why
         return why
+
+
+def local_platforms(target: Target) -> list[PlatformSpec]:
+    return [p for p in target.platforms if p.kind == "local"]
 
 
 def _env_defaults(target: Target) -> dict[str, Any]:
@@ -323,8 +337,15 @@ def _checks_note(target: Target, outcomes: Sequence[pr.Outcome]) -> dict[str, st
     for o in outcomes:
         parts: list[str] = []
         if cmds:
+            local = [p.name for p in local_platforms(target)]
+            remote = [p.name for p in target.platforms if p.kind != "local"]
+            on = (f" on platform{'s' if len(local) > 1 else ''} {', '.join(local)}"
+                  if local else "")
             parts.append(f"- build and checks ({', '.join(cmds)}) pass on merge-base + this "
-                         "change alone")
+                         f"change alone{on}")
+            if remote:
+                parts.append(f"- on {', '.join(remote)}: build and checks run in the "
+                             "measuring blocks")
         else:
             parts.append("- the target has no build or checks command")
         if o.alone is not None and o.alone.checks_passed is not None:

@@ -72,13 +72,27 @@ class ChatSettings:
 
 
 class ChatClient(ABC):
-    """``complete(system, messages) -> ChatReply`` with assay's retry policy."""
+    """``complete(system, messages) -> ChatReply`` with assay's retry policy.
+
+    A subclass names its SDK (``sdk``, the module; ``sdk_client``, its client class): the
+    client is built with the SDK's own retries off, and its errors are classified here.
+    """
+
+    sdk = ""
+    sdk_client = ""
 
     def __init__(self, settings: ChatSettings,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self.sleep = sleep
         self.delays: list[float] = []  # every backoff delay taken, for logs and tests
+        if self.sdk:
+            mod: Any = require(self.sdk, "llm",
+                               f'The llm proposer (provider = "{settings.provider}")')
+            self._mod = mod
+            self._client: Any = getattr(mod, self.sdk_client)(
+                api_key=settings.api_key or "no-key", base_url=settings.base_url,
+                max_retries=0, timeout=settings.timeout_s)
 
     def complete(self, system: str, messages: Sequence[Message]) -> ChatReply:
         s = self.settings
@@ -107,12 +121,26 @@ class ChatClient(ABC):
     def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
         """One HTTP request through the SDK."""
 
-    @abstractmethod
     def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
         """(status or None for a connection failure, Retry-After seconds, message).
 
         Re-raises ``exc`` when it is not an API error at all.
         """
+        return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
+
+    def _reply(self, system: str, messages: Sequence[Message], text: str, usage: Any,
+               fields: tuple[str, str], model: Any, finish: Any) -> ChatReply:
+        """The reply with its token counts: the server's (``fields`` of ``usage``), or an
+        estimate where it sent none."""
+        tin = getattr(usage, fields[0], None) if usage is not None else None
+        tout = getattr(usage, fields[1], None) if usage is not None else None
+        estimated = tin is None or tout is None
+        if tin is None:
+            tin = _estimate(system + "".join(m["content"] for m in messages))
+        if tout is None:
+            tout = _estimate(text)
+        return ChatReply(text, int(tin), int(tout), str(model or self.settings.model),
+                         str(finish or ""), 1, estimated)
 
     def close(self) -> None:
         client = getattr(self, "_client", None)
@@ -144,14 +172,7 @@ def _estimate(text: str) -> int:
 class OpenAIChat(ChatClient):
     """Chat completions through the ``openai`` SDK, at any compatible base URL."""
 
-    def __init__(self, settings: ChatSettings,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(settings, sleep)
-        mod: Any = require("openai", "llm", "The llm proposer (provider = \"openai\")")
-        self._mod = mod
-        self._client: Any = mod.OpenAI(
-            api_key=settings.api_key or "no-key", base_url=settings.base_url,
-            max_retries=0, timeout=settings.timeout_s)
+    sdk, sdk_client = "openai", "OpenAI"
 
     def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
         s = self.settings
@@ -170,32 +191,15 @@ class OpenAIChat(ChatClient):
             raise ProposerError(f"{s.base_url}: the reply holds no choices: {resp!r:.300}")
         choice = choices[0]
         text = getattr(choice.message, "content", None) or ""
-        usage = getattr(resp, "usage", None)
-        tin = getattr(usage, "prompt_tokens", None) if usage is not None else None
-        tout = getattr(usage, "completion_tokens", None) if usage is not None else None
-        estimated = tin is None or tout is None
-        if tin is None:
-            tin = _estimate(system + "".join(m["content"] for m in messages))
-        if tout is None:
-            tout = _estimate(text)
-        return ChatReply(text, int(tin), int(tout), str(getattr(resp, "model", "") or s.model),
-                         str(choice.finish_reason or ""), 1, estimated)
-
-    def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
-        return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
+        return self._reply(system, messages, text, getattr(resp, "usage", None),
+                           ("prompt_tokens", "completion_tokens"),
+                           getattr(resp, "model", ""), choice.finish_reason)
 
 
 class AnthropicChat(ChatClient):
     """The Anthropic Messages API through the ``anthropic`` SDK."""
 
-    def __init__(self, settings: ChatSettings,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(settings, sleep)
-        mod: Any = require("anthropic", "llm", "The llm proposer (provider = \"anthropic\")")
-        self._mod = mod
-        self._client: Any = mod.Anthropic(
-            api_key=settings.api_key or "no-key", base_url=settings.base_url,
-            max_retries=0, timeout=settings.timeout_s)
+    sdk, sdk_client = "anthropic", "Anthropic"
 
     def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
         s = self.settings
@@ -207,20 +211,9 @@ class AnthropicChat(ChatClient):
         resp = self._client.messages.create(**kwargs)
         parts = [getattr(b, "text", "") for b in (getattr(resp, "content", None) or [])
                  if getattr(b, "type", "") == "text"]
-        text = "".join(parts)
-        usage = getattr(resp, "usage", None)
-        tin = getattr(usage, "input_tokens", None) if usage is not None else None
-        tout = getattr(usage, "output_tokens", None) if usage is not None else None
-        estimated = tin is None or tout is None
-        if tin is None:
-            tin = _estimate(system + "".join(m["content"] for m in messages))
-        if tout is None:
-            tout = _estimate(text)
-        return ChatReply(text, int(tin), int(tout), str(getattr(resp, "model", "") or s.model),
-                         str(getattr(resp, "stop_reason", "") or ""), 1, estimated)
-
-    def _classify(self, exc: Exception) -> tuple[int | None, float | None, str]:
-        return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
+        return self._reply(system, messages, "".join(parts), getattr(resp, "usage", None),
+                           ("input_tokens", "output_tokens"), getattr(resp, "model", ""),
+                           getattr(resp, "stop_reason", ""))
 
 
 def make_client(settings: ChatSettings,

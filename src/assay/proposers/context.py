@@ -102,9 +102,13 @@ def incumbent_files(target: Target, commit: str, max_files: int = 200,
         names = git(target.root, "ls-tree", "-r", "-z", "--name-only", commit).stdout
     except (ProposerError, OSError):  # no repository or no such commit: no files
         return out
-    for raw in names.split(b"\0"):
-        path = raw.decode(errors="replace")
-        if not path or not target.is_editable(path) or target.is_protected(path):
+    from .sandbox import holdout_files
+
+    listed = [raw.decode(errors="replace") for raw in names.split(b"\0")]
+    held = holdout_files(target, [p for p in listed if p])
+    for path in listed:
+        if not path or not target.is_editable(path) or target.is_protected(path) \
+                or path in held:  # a file the holdout command names never reaches a proposer
             continue
         blob = git(target.root, "show", f"{commit}:{path}", check=False).stdout
         if b"\0" in blob[:8000] or len(blob) > max_bytes:

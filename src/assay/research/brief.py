@@ -201,8 +201,8 @@ def _gap_hypotheses(ev: Findings, path: Sequence[HotFunction], memory_bound: boo
             absent = [p for p in dict.fromkeys(steps) if not touched((p,), path)]
             hotness *= 1 - len(absent) / len(set(steps))
         consensus = min(0.18, 0.06 * (len(members) - 1))
-        why = [f"{len(members)} implementation{'s' if len(members) > 1 else ''} "
-               "ship it"]
+        why = [f"{len(members)} implementation{'s ship' if len(members) > 1 else ' ships'} "
+               "it"]
         if gkind == "fusion":
             parts = " → ".join(_step(p, members, generic) for p in key.split("+"))
             local = bool(first.parts_present)

@@ -73,5 +73,6 @@ def research_command(
 
     print_hypotheses(console, result.hypotheses)
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    console.print(f"brief: {result.brief_path}")
+        # a note names URLs and paths: never wrapped inside them
+        console.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    console.print(f"brief: {result.brief_path}", soft_wrap=True)

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -328,21 +328,32 @@ atexit.register(_assay_dump)
 '''
 
 
-def _run_cprofile(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float,
-                  top: int) -> ProfileResult:
-    import pstats
-
-    with tempfile.TemporaryDirectory(prefix="assay-cprofile-") as tmp:
+@contextlib.contextmanager
+def _hooked_run(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float, hook: str,
+                out_var: str) -> Iterator[tuple[int | None, str, float, str, Path]]:
+    """Run ``cmd`` once with ``hook`` as its ``sitecustomize`` (found first on PYTHONPATH),
+    the folder the hook writes to named in ``out_var``: (exit code, log, wall seconds,
+    stdout, that folder), the folder gone when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="assay-hook-") as tmp:
         site = Path(tmp) / "site"
         out = Path(tmp) / "out"
         site.mkdir()
         out.mkdir()
-        (site / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+        (site / "sitecustomize.py").write_text(hook, encoding="utf-8")
         run_env = dict(env)
         run_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-        run_env["ASSAY_CPROFILE_DIR"] = str(out)
+        run_env[out_var] = str(out)
         rc, log, wall, stdout = _run(["/bin/sh", "-c", cmd], root, run_env, timeout_s)
+        yield rc, log, wall, stdout, out
+
+
+def _run_cprofile(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float,
+                  top: int) -> ProfileResult:
+    import pstats
+
+    with _hooked_run(cmd, root, env, timeout_s, _SITECUSTOMIZE, "ASSAY_CPROFILE_DIR") as (
+            rc, log, wall, stdout, out):
         dumps = sorted(out.glob("*.prof"))
         res = ProfileResult("cProfile", cmd, wall_s=wall, exit_code=rc,
                             stdout=stdout)
@@ -448,17 +459,8 @@ sys.meta_path.insert(0, _AssayTorchHook())
 
 def _run_torch(cmd: str, root: Path, env: Mapping[str, str], timeout_s: float,
                top: int) -> ProfileResult:
-    with tempfile.TemporaryDirectory(prefix="assay-torch-") as tmp:
-        site = Path(tmp) / "site"
-        out = Path(tmp) / "out"
-        site.mkdir()
-        out.mkdir()
-        (site / "sitecustomize.py").write_text(_TORCH_HOOK, encoding="utf-8")
-        run_env = dict(env)
-        run_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(site), env.get("PYTHONPATH", "")) if p)
-        run_env["ASSAY_TORCH_OUT"] = str(out)
-        rc, log, wall, _out = _run(["/bin/sh", "-c", cmd], root, run_env, timeout_s)
+    with _hooked_run(cmd, root, env, timeout_s, _TORCH_HOOK, "ASSAY_TORCH_OUT") as (
+            rc, log, wall, _out, out):
         rows: list[list[object]] = []
         for f in out.glob("*.json"):
             try:

@@ -166,7 +166,9 @@ def after_wave(target: Target, journal: ResearchJournal) -> bool:
     from .brief import ResearchHypothesis, choose, render_hypotheses, render_lessons, score_all
     from .store import read_brief, write_brief
 
-    decided = len(journal.experiments((ExperimentState.KEPT, ExperimentState.DISCARDED)))
+    counts = journal.state_counts()  # one indexed count, on every ask of the loop
+    decided = (counts.get(ExperimentState.KEPT.value, 0)
+               + counts.get(ExperimentState.DISCARDED.value, 0))
     if journal.get_meta(WAVE_META, 0) == decided:
         return False
     journal.set_meta(WAVE_META, decided)

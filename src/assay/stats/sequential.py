@@ -2,8 +2,8 @@
 
 The unit is the signed log-ratio of one A/B pair measured back to back (positive means the
 candidate is better). After every block the rule forms a robust estimate of the mean
-effect (:mod:`assay.stats.robust`: a Huber M-estimate weighted by each block's noise, with
-its sandwich variance) and a two-sided **repeated confidence interval** at the planned
+effect (:mod:`assay.stats.robust`: a Tukey biweight M-estimate weighted by each block's
+noise, with its sandwich variance) and a two-sided **repeated confidence interval** at the planned
 looks (Jennison & Turnbull 1989, "Interim analyses: the repeated confidence interval
 approach", JRSS B 51; Jennison & Turnbull 2000, *Group Sequential Methods*, ch. 9):
 ``mean ± c_k · se`` where ``c_k`` is the group-sequential boundary of look ``k`` spending
@@ -40,14 +40,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scipy.stats import binom
+
 from ..decision import DecisionContext, signed_log_ratios, to_fraction
 from ..model import BlockKind, Decision, NextBlock, Pair, Verdict
 from .bounds import bound_at, efficacy_bounds, planned_looks, t_quantile_for
-from .robust import Robust, huber
+from .robust import Robust, biweight
 from .screen import pooled_sd
 from .unbiased import median_unbiased
 
 MAX_CONFIRMATIONS = 2
+WILD_BLOCK = 3.0  # a block whose own noise is this many times its slot's is wild
+WILD_RISK = 0.01  # the chance of a wild majority on one side that a keep accepts
 IMPLAUSIBLE_K = 20.0  # an effect beyond this many max(noise, δ) must be reproduced
 AGREE_Z = 1.96  # a confirmation this many standard errors below the rest disagrees
 PRIOR_DF_CAP = 16  # the noise model is worth at most this many pairs in the variance
@@ -145,7 +149,7 @@ class SequentialRule:
              prior_df: int) -> Look:
         """The estimate and the interval over ``vals`` at the look of ``len(vals)`` pairs."""
         block = ctx.spec.pairs_per_block
-        est = huber(vals, scales, prior_df)
+        est = biweight(vals, scales, prior_df)
         n = est.n
         first = self.first_look(ctx)
         # before the first look the interval uses the first look's multiplier
@@ -186,7 +190,7 @@ class SequentialRule:
                      + (", confirmed by a fresh block" if spec.confirm else ""))
         details: dict[str, Any] = {
             "set_aside": set_aside, "interval": f"{conf} repeated confidence interval",
-            "estimator": "Huber M-estimate, weighted by block noise",
+            "estimator": "Tukey biweight M-estimate, weighted by block noise",
             "keep_threshold": keep_rule, "spending": f"alpha*t^{self.rho:g}",
             "futility_margin": self.futility}
 
@@ -221,7 +225,16 @@ class SequentialRule:
         details["futility_threshold"] = (
             f"discard when the mean plus {self.futility:g}·σ/n falls short of {band}, from "
             f"{fut_after} pairs on")
-        can_keep = n >= max(self.keep_after, spec.min_pairs)
+        wild = self._wild_share(pairs, used, lk, ctx)
+        keep_from = max(self.keep_after, spec.min_pairs,
+                        min_pairs_for(wild, spec.max_pairs // 2))
+        if keep_from > max(self.keep_after, spec.min_pairs):
+            details["wild_share"] = round(wild, 3)
+            details["keep_from"] = (
+                f"{wild:.0%} of the pairs are wild (noisy blocks, or far from the rest): no "
+                f"keep before {keep_from} pairs, when a majority of them on one side is "
+                f"unlikely (below {WILD_RISK:.0%})")
+        can_keep = n >= keep_from
         summary = (f"effect {to_fraction(lk.est.mean):+.2%}, {conf} interval "
                    f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over {n} pairs")
         noise = max((v for v in ctx.noise.values() if math.isfinite(v)), default=0.0)
@@ -295,6 +308,23 @@ class SequentialRule:
                    nxt=NextBlock(min(block, spec.max_pairs - n_compare),
                                  reason="undecided"))
 
+    def _wild_share(self, pairs: Sequence[Pair], used: Sequence[int], lk: Look,
+                    ctx: DecisionContext) -> float:
+        """The share of pairs that are wild: set aside by the estimate (weight below ½),
+        or from a block whose own noise is over :data:`WILD_BLOCK` times its slot's."""
+        if not used:
+            return 0.0
+        count = 0
+        for k, i in enumerate(used):
+            p = pairs[i]
+            slot = ctx.noise.get(p.slot)
+            own = ctx.block_noise.get(p.block_id)
+            noisy = (slot is not None and own is not None and math.isfinite(slot)
+                     and slot > 0 and own > WILD_BLOCK * slot)
+            if noisy or lk.est.weights[k] < 0.5:
+                count += 1
+        return count / len(used)
+
     def _agrees(self, vals: Sequence[float], scales: Sequence[float], fresh: Sequence[int],
                 lk: Look, d_log: float, prior_df: int, slot: str, band: str,
                 elsewhere: bool = False) -> tuple[bool, str]:
@@ -312,10 +342,10 @@ class SequentialRule:
             return False, (f"with the confirmation block on slot {slot} the interval's lower "
                            f"end {to_fraction(lk.lo):+.2%} is no longer above {band}")
         old = [k for k in range(len(vals)) if k not in set(fresh)]
-        new = huber([vals[k] for k in fresh], [scales[k] for k in fresh], prior_df)
+        new = biweight([vals[k] for k in fresh], [scales[k] for k in fresh], prior_df)
         if not old:
             return True, f"its effect {to_fraction(new.mean):+.2%}"
-        prev = huber([vals[k] for k in old], [scales[k] for k in old], prior_df)
+        prev = biweight([vals[k] for k in old], [scales[k] for k in old], prior_df)
         se = math.hypot(new.se, prev.se)
         z = (new.mean - prev.mean) / se if se > 0 else 0.0
         if z < -AGREE_Z and elsewhere and new.mean - AGREE_Z * new.se > d_log:
@@ -336,8 +366,8 @@ class SequentialRule:
         k_used = [k for k, i in enumerate(used) if i < start]
         rest = [k for k, i in enumerate(used) if i >= start]
         if not k_used:
-            return huber(vals, scales, prior_df).mean
-        prov = huber([vals[k] for k in k_used], [scales[k] for k in k_used], prior_df)
+            return biweight(vals, scales, prior_df).mean
+        prov = biweight([vals[k] for k in k_used], [scales[k] for k in k_used], prior_df)
         sd = prov.sd
         looks = self.looks(ctx)
         n = prov.n
@@ -354,12 +384,33 @@ class SequentialRule:
             theta = median_unbiased(looks, upper, k, s_obs) * sd
         if not rest:
             return theta
-        fresh = huber([vals[k] for k in rest], [scales[k] for k in rest], prior_df)
+        fresh = biweight([vals[k] for k in rest], [scales[k] for k in rest], prior_df)
         w_prov = n / (sd * sd) if sd > 0 else 0.0
         w_rest = fresh.n / (sd * sd) if sd > 0 else 0.0
         if w_prov + w_rest == 0:
             return theta
         return (w_prov * theta + w_rest * fresh.mean) / (w_prov + w_rest)
+
+
+def min_pairs_for(wild: float, cap: int) -> int:
+    """Pairs before a keep when a share ``wild`` of the pairs is wild.
+
+    Wild pairs fall on either side (a slowed incumbent run, a slowed candidate run), about
+    half each. A robust estimate started from the median stays on the clean pairs while
+    the wild ones of one side are fewer than half of all pairs; with few pairs that can
+    fail by chance. A keep waits for the smallest ``n`` at which ``n/2`` or more wild
+    pairs on one side have a binomial probability below :data:`WILD_RISK` (at most
+    ``cap``). Holding back a keep at a planned look only lowers the keep rate, so the
+    interval and its error budget are unchanged."""
+    p = min(max(wild, 0.0), 1.0) / 2
+    if p <= 0:
+        return 0
+    n = 2
+    while n < cap:
+        if float(binom.sf(math.ceil(n / 2) - 1, n, p)) <= WILD_RISK:
+            return n
+        n += 2
+    return cap
 
 
 def _scale(p: Pair, ctx: DecisionContext, pooled: float) -> float:

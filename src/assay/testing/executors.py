@@ -185,6 +185,7 @@ class ExecutorContract:
     """What every executor owes the loop (two slots; see :meth:`make_executor`)."""
 
     executor_kind = "local"  # the [run] executor the kit repository is configured with
+    executor_config = ""  # more assay.toml for it (e.g. an [executor.skypilot] section)
 
     def make_executor(self, repo: KitRepo, request: pytest.FixtureRequest) -> Executor:
         raise NotImplementedError
@@ -192,7 +193,7 @@ class ExecutorContract:
     @pytest.fixture
     def kit(self, request: pytest.FixtureRequest,
             tmp_path: Path) -> Iterator[tuple[KitRepo, Executor]]:
-        repo = make_kit_repo(tmp_path, executor=self.executor_kind)
+        repo = make_kit_repo(tmp_path, executor=self.executor_kind, extra=self.executor_config)
         ex = self.make_executor(repo, request)
         try:
             yield repo, ex

@@ -50,7 +50,7 @@ class ProposerCase:
     exhausts_within: int | None = None  # rounds of one candidate before it must say []
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
-    def context(self, history: Sequence[ExperimentSummary] = (),
+    def proposal_context(self, history: Sequence[ExperimentSummary] = (),
                 tried: frozenset[str] = frozenset()) -> ProposalContext:
         files = self.files
         if files is None:
@@ -106,8 +106,8 @@ class Session:
 
     def ask(self, n: int) -> list[Candidate]:
         tried = frozenset(e.candidate.digest for e in self.told)
-        return self.case.proposer.propose(self.case.context([summary(e) for e in self.told],
-                                                            tried), n)
+        ctx = self.case.proposal_context([summary(e) for e in self.told], tried)
+        return self.case.proposer.propose(ctx, n)
 
     def tell(self, cand: Candidate, times: int = 1) -> Experiment:
         exp = finished(cand, len(self.told) + 1, 1.0 + 0.01 * len(self.told))

@@ -39,16 +39,17 @@
     if (Array.isArray(child)) { child.forEach(function (c) { add(node, c); }); return; }
     node.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
   }
-  // One format for every number: 4 significant digits with an SI prefix (939.4k, 2.179M).
-  var SI = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""], [1e-3, "m"], [1e-6, "µ"], [1e-9, "n"]];
+  // One format for every number: 4 significant digits, with an SI prefix from a thousand
+  // up (939.4k, 2.179M; 0.9812 stays 0.9812), as `assay run` and `assay status` print them.
+  var SI = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
   function num(v) {
     if (v === null || v === undefined || typeof v !== "number" || !isFinite(v)) return "–";
     if (v === 0) return "0";
     var a = Math.abs(v);
     for (var i = 0; i < SI.length; i++) {
-      if (a >= SI[i][0] * 0.99995 || i === SI.length - 1) return String(Number((v / SI[i][0]).toPrecision(4))) + SI[i][1];
+      if (a >= SI[i][0] * 0.99995) return String(Number((v / SI[i][0]).toPrecision(4))) + SI[i][1];
     }
-    return String(v);
+    return String(Number(v.toPrecision(4)));
   }
   function metric(v) { return num(v) === "–" ? "–" : num(v) + unit(); }
   // Hypothesis text, with the parameters only when the text does not already name them.
@@ -95,13 +96,22 @@
       el("div", { cls: "cards" },
         card("metric", m.name, (m.direction === "minimize" ? "lower" : "higher") + " is better" + (m.unit ? " · " + m.unit : "")),
         card("baseline", metric(data.baseline), "the first incumbent"),
-        card("best", metric(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline"),
+        card("best", metric(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline (unpaired medians)"),
+        verified(data.verification),
         card("experiments", String((data.experiments || []).length), states.join(", ")),
         card("noise (pair σ)", cal.pooled === undefined || cal.pooled === null ? "–" : pct(cal.pooled).replace("+", ""), cal.message ? "δ " + pct(cal.delta) : "no calibration"),
         card("resources used", (cost.resources || []).length ? cost.resources.map(function (r) { return resource(r, r.total); }).join(" · ") : "–",
              cost.kept ? "per kept change: " + cost.resources.map(function (r) { return resource(r, r.per_kept); }).join(" · ") : "nothing kept yet"),
         card("run", lock.running ? "running" : "idle", data.branch ? "kept commits on " + data.branch : "")),
       cal.message ? el("p", { cls: "note", text: "calibration: " + cal.message }) : null);
+  }
+  // The headline: baseline and final best measured against each other (ABBA blocks).
+  function verified(v) {
+    if (!v) return null;
+    var m = v.measured;
+    if (m && v.current) return card("improvement (paired)", pct(m.effect), v.words);
+    var comp = v.compounded_words ? "kept effects compound to " + v.compounded_words : "";
+    return card("improvement (paired)", "–", (m ? "measured before the last keep; " : "not verified yet (assay verify); ") + comp);
   }
   function resource(r, v) {
     if (v === null || v === undefined) return "–";
@@ -369,8 +379,19 @@
         marker: { symbol: q ? "x" : "circle", size: q ? 9 : 6 }, line: { width: 1.5, dash: q ? "dot" : "solid" },
         hovertemplate: "%{customdata}: pair noise %{y:.2%}<extra>slot " + s.slot + "</extra>" });
     });
-    traces.push({ x: [0, maxX], y: [n.delta, n.delta], mode: "lines", name: "δ " + pct(n.delta).replace("+", ""),
-                  line: { color: COLORS.kept, dash: "dash", width: 1.5 }, hoverinfo: "skip" });
+    // δ as each block's decision used it (it follows the measured noise), a step line.
+    var d = (n.deltas && n.deltas.x.length) ? n.deltas : { x: [0, maxX], y: [n.delta, n.delta] };
+    traces.push({ x: d.x, y: d.y, mode: "lines", name: "δ per block (now " + pct(n.delta).replace("+", "") + ")",
+                  line: { color: COLORS.kept, dash: "dash", width: 1.5, shape: "hv" },
+                  hovertemplate: "δ %{y:.2%}<extra></extra>" });
+    var qs = (n.quarantines || []);
+    if (qs.length) {
+      traces.push({ x: qs.map(function (q) { return q.x; }),
+                    y: qs.map(function (q) { return q.y === null || q.y === undefined ? n.delta : q.y; }),
+                    text: qs.map(function (q) { return "slot " + q.slot + " quarantined: " + String(q.reason).replace(/[<>&]/g, " ").slice(0, 100); }),
+                    mode: "markers", name: "quarantine", hovertemplate: "%{text}<extra></extra>",
+                    marker: { symbol: "x-thin-open", size: 14, color: COLORS.crashed, line: { width: 3, color: COLORS.crashed } } });
+    }
     return traces;
   }
   function drawNoise() {
@@ -399,7 +420,7 @@
         el("div", { id: "progress-chart" })));
       document.getElementById("app").appendChild(el("section", { id: "noise-section" },
         el("h2", { text: "Noise over time" }),
-        el("p", { cls: "note", text: "Each slot's noise per block, from its incumbent runs (the sd of one pair's log-ratio they imply), against δ, the smallest effect a keep must clear. Quarantined slots are dotted with ✕." }),
+        el("p", { cls: "note", text: "Each slot's noise per block, from its incumbent runs (the sd of one pair's log-ratio they imply), against δ, the smallest effect a keep must clear, as the decision after each block used it (it rises with the measured noise). A red ✕ marks when a slot was quarantined; a quarantined slot's line is dotted." }),
         el("div", { id: "noise-chart" })));
       document.getElementById("app").appendChild(el("h2", { id: "experiments-title", text: "Experiments" }));
     }
@@ -495,12 +516,24 @@
             el("td", { cls: "num", text: pct(d.delta) }), el("td", { cls: "num", text: d.pairs_used }),
             el("td", { cls: "num", text: d.runs_used }), el("td", { text: d.reason }));
         }))));
+      var plats = (last.details || {}).platforms || [];
+      if (plats.length) {  // with [[platforms]]: each platform's own effect and interval
+        parts.push(el("h3", { text: "Per platform" }));
+        parts.push(el("table", { cls: "platforms" },
+          el("thead", null, el("tr", null, ["platform", "state", "effect", "interval", "pairs", "reason"].map(function (h) { return el("th", { text: h }); }))),
+          el("tbody", null, plats.map(function (p) {
+            return el("tr", { "data-platform": p.platform }, el("td", { text: p.platform }), el("td", { text: p.state }),
+              el("td", { cls: "num", text: pct(p.effect) }), el("td", { cls: "num", text: interval(p.lo, p.hi) }),
+              el("td", { cls: "num", text: p.pairs }), el("td", { text: p.reason }));
+          }))));
+      }
     }
     parts.push(el("h3", { text: "Diff" }));
     parts.push(diffView(x.patch));
     parts.push(el("h3", { text: "Runs" }));
     var runs = x.runs || [];
-    if (!runs.length) parts.push(el("p", { cls: "empty", text: "no runs yet" }));
+    var over = x.finished || ["kept", "discarded", "invalid", "crashed"].indexOf(x.state) >= 0;
+    if (!runs.length) parts.push(el("p", { cls: "empty", text: over ? "no runs: it was decided before any run" : "no runs yet" }));
     else parts.push(el("table", { cls: "runs" },
       el("thead", null, el("tr", null, ["run", "role", "status", "metrics", "slot", "wall", "exit", "reason"].map(function (h) { return el("th", { text: h }); }))),
       el("tbody", null, runs.map(function (r) {
@@ -511,6 +544,20 @@
           el("td", { text: r.slot }), el("td", { cls: "num", text: (r.wall_s || 0).toFixed(2) + " s" }),
           el("td", { cls: "num", text: r.exit_code === null ? "–" : r.exit_code }), el("td", { text: r.reason }));
       }))));
+    var blocks = x.blocks || [];
+    if (blocks.length) {
+      // Build once, measure many: a candidate's blocks after its first build nothing.
+      parts.push(el("h3", { text: "Blocks" }));
+      parts.push(el("table", { cls: "blocks" },
+        el("thead", null, el("tr", null, ["block", "kind", "order", "slot", "state", "wall", "build", "checks"].map(function (h) { return el("th", { text: h }); }))),
+        el("tbody", null, blocks.map(function (b) {
+          var secs = function (v) { return v === null || v === undefined ? "–" : v.toFixed(2) + " s"; };
+          return el("tr", { "data-block": b.id }, el("td", { text: b.id }), el("td", { text: b.kind }),
+            el("td", { text: b.order }), el("td", { text: b.slot || "" }), el("td", { text: b.state }),
+            el("td", { cls: "num", text: secs(b.wall_s) }), el("td", { cls: "num", text: secs(b.build_s) }),
+            el("td", { text: b.checks_outcome ? b.checks_outcome + " (" + (b.checks_runs || 0) + " run" + (b.checks_runs === 1 ? "" : "s") + ")" : "–" }));
+        }))));
+    }
     parts.push(el("h3", { text: "Logs" }));
     var logs = [];
     runs.forEach(function (r) {
@@ -531,16 +578,24 @@
   }
 
   function detailNode(id) {
-    var x = (data.details || {})[id];
     var r = (data.experiments || []).filter(function (e) { return e.id === id; })[0];
-    if (!x || !r) return null;
+    if (!r || (data.details && !data.details[id])) return null;
     var node = el("details", { cls: "exp", id: id },
       el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
          r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)));
     node.addEventListener("toggle", function () {  // the body is drawn when first opened
-      if (node.open && !node.dataset.built) { node.dataset.built = "1"; node.appendChild(experimentBody(x)); }
+      if (node.open && !node.dataset.built) { node.dataset.built = "1"; withDetails(function () { node.appendChild(experimentBody(data.details[id])); }); }
     });
     return node;
+  }
+  // A large report keeps the details in a tag of their own, unpacked once the page is drawn.
+  var detailsReady = null;
+  function withDetails(fn) {
+    if (data.details) { fn(); return; }
+    var tag = document.getElementById("assay-details");
+    if (!tag) return;
+    if (!detailsReady) detailsReady = unpack(tag.textContent).then(function (text) { data.details = JSON.parse(text); });
+    detailsReady.then(fn).catch(fail);
   }
   function openDetail(id, scroll) {
     var d = document.getElementById(id);
@@ -550,7 +605,7 @@
       document.getElementById("details").appendChild(d);
     }
     d.open = true;
-    if (!d.dataset.built) { d.dataset.built = "1"; d.appendChild(experimentBody((data.details || {})[id])); }
+    if (!d.dataset.built) { d.dataset.built = "1"; withDetails(function () { d.appendChild(experimentBody(data.details[id])); }); }
     if (scroll) { d.scrollIntoView({ block: "start" }); history.replaceState(null, "", "#" + id); }
   }
 
@@ -662,7 +717,7 @@
     if (cfg.page === "experiment") renderExperimentPage();
     else {
       renderOverview(true);
-      if (cfg.mode === "report") { renderReportDetails(); hookDetails(); }
+      if (cfg.mode === "report") { renderReportDetails(); hookDetails(); window.setTimeout(function () { withDetails(function () {}); }, 0); }
     }
     view.version = cfg.page === "experiment" ? null : data.version;
     document.body.dataset.ready = "1";

@@ -1,0 +1,154 @@
+"""The total improvement of a run, measured paired: the baseline against the final best.
+
+The baseline and the best that a run's summary could compare are medians measured at
+different times, under different load. The figure a user reads as "the run made it this
+much better" is instead measured directly: the base commit (A) against the final incumbent
+(B) in ABBA blocks, each block on one slot, with the run's own decision rule and
+calibration (:func:`assay.finalize.measure.compare`, an ordinary :class:`~assay.loop.Loop`
+in a journal of its own under ``.assay/verify/``). Its effect and interval are relative
+improvements, positive when the final best is better (``B/A - 1`` to maximize, ``A/B - 1``
+to minimize), like every effect assay prints.
+
+Each kept change's effect is measured against the incumbent of its time, so the chain of
+keeps compounds: ``(1 + e1)(1 + e2)... - 1``. That product is shown beside the paired
+figure; the two should agree within the paired interval.
+
+It runs at the end of ``assay run`` (``[run] verify = true``, the default) when something is
+kept that no verification has measured yet and the time budget allows, and on demand with
+``assay verify``. The result is stored in the journal (meta ``verification``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .config import Target
+from .errors import AssayError
+from .journal import Journal
+from .model import ExperimentState
+
+Report = Callable[[str], None]
+META = "verification"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One paired measurement of the final best (B) against the baseline (A)."""
+
+    base: str  # commit
+    final: str  # commit (the incumbent when it was measured)
+    state: str  # the comparison's verdict: kept (distinguishably better than δ) / discarded ...
+    effect: float | None  # relative improvement, positive = better
+    lo: float | None  # its two-sided confidence interval
+    hi: float | None
+    pairs: int
+    runs: int
+    reason: str
+    compounded: float | None  # the kept effects compounded: prod(1 + e) - 1
+    kept: int  # how many kept changes compound
+    at: float  # when it was measured (epoch seconds)
+    journal: str  # the comparison's own journal
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Verification:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+def compounded(effects: Iterable[float | None]) -> float | None:
+    """The improvements of a chain of keeps compounded: ``prod(1 + e) - 1`` (None: none)."""
+    total, n = 1.0, 0
+    for e in effects:
+        if e is None or not math.isfinite(e) or e <= -1.0:
+            continue
+        total *= 1.0 + e
+        n += 1
+    return total - 1.0 if n else None
+
+
+def kept_effects(journal: Journal) -> list[float | None]:
+    """The effects of the kept changes, in the order they were kept."""
+    return [e.decision.effect if e.decision else None
+            for e in journal.experiments([ExperimentState.KEPT])]
+
+
+def stored(journal: Journal) -> Verification | None:
+    """The last verification in the journal (None when there is none)."""
+    raw = journal.get_meta(META)
+    return Verification.from_dict(raw) if isinstance(raw, dict) else None
+
+
+def current(journal: Journal) -> Verification | None:
+    """The stored verification when it measured the present incumbent, else None."""
+    v = stored(journal)
+    inc = journal.incumbent()
+    if v is None or inc is None or v.final != inc.commit:
+        return None
+    return v
+
+
+def pending(journal: Journal) -> str:
+    """Why there is nothing to verify ('' when the incumbent waits for a verification)."""
+    base = journal.get_meta("base_commit")
+    inc = journal.incumbent()
+    if base is None or inc is None:
+        return "the journal holds no run yet; `assay run` first"
+    if inc.commit == base:
+        return f"nothing was kept: the incumbent is still the baseline {base[:12]}"
+    if current(journal) is not None:
+        return f"the final best {inc.commit[:12]} is already verified"
+    return ""
+
+
+def estimate_s(journal: Journal, target: Target) -> float | None:
+    """A generous estimate of a verification's time: the budget of pairs, one slot, at the
+    median wall time of the latest kept experiment's runs (None when unknown)."""
+    kept = journal.experiments([ExperimentState.KEPT])
+    if not kept:
+        return None
+    walls = [r.wall_s for r in journal.runs(kept[-1].id) if r.wall_s]
+    if not walls:
+        return None
+    return 2.0 * target.decision.max_pairs * statistics.median(walls)
+
+
+def verify(target: Target, journal: Journal, report: Report = lambda m: None,
+           detail: Report | None = None) -> Verification:
+    """Measure the final incumbent against the baseline and store the result.
+
+    ``report`` gets the one line that says what is measured; ``detail`` (``report`` when
+    not given) gets the comparison's own lines (its calibration and decision)."""
+    from .finalize.measure import Comparison, compare, env_params
+
+    base = journal.get_meta("base_commit")
+    inc = journal.incumbent()
+    if base is None or inc is None or inc.commit == base:
+        raise AssayError(f"nothing to verify: {pending(journal)}")
+    base = str(base)
+    run = journal.get_meta("run_name") or target.run.name or "main"
+    defaults = {p.name: p.default for p in target.params if p.default is not None}
+    cmp = Comparison(
+        label=f"verify-{inc.commit[:12]}", incumbent=base, candidate=inc.commit,
+        incumbent_params=env_params(target, defaults),
+        candidate_params=env_params(target, inc.params),
+        hypothesis=f"the final best {inc.commit[:12]} against the baseline {base[:12]}")
+    report(f"verifying: the baseline {base[:12]} against the final best {inc.commit[:12]} in "
+           "ABBA blocks, with the run's decision rule")
+    m = compare(target, run, cmp, target.state_dir / "verify",
+                journal.get_meta("calibration"), detail or report, scratch=f"{run}-verify")
+    effects = kept_effects(journal)
+    v = Verification(base=base, final=inc.commit, state=m.state, effect=m.effect, lo=m.lo,
+                     hi=m.hi, pairs=m.pairs, runs=m.runs, reason=m.reason,
+                     compounded=compounded(effects),
+                     kept=sum(1 for e in effects if e is not None), at=time.time(),
+                     journal=str(m.journal))
+    journal.set_meta(META, v.as_dict())
+    return v

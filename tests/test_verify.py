@@ -1,0 +1,209 @@
+"""The run's total improvement, measured paired: the baseline against the final best.
+
+Real git repositories in temp dirs, a benchmark whose time comes from the code it imports
+(each fast path divides it by a fixed factor) times a small scripted jitter, so every
+decision is the same on a quiet or a busy machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from assay import api
+from assay.cli import app
+from assay.faces.data import status_data
+from assay.faces.terminal import paired_words, ratio_words
+from assay.journal import Journal
+from assay.model import Direction
+from assay.verify import compounded
+
+from .finalize.finalize_kit import edit, git, make_repo
+from .scripted import DRAW
+
+BENCH = f"""\
+import a
+import b
+{DRAW}
+t = 2.0
+if a.FAST_A:
+    t /= 1.5
+if b.FAST_B:
+    t /= 1.3
+print(f"METRIC time={{t * draw():.6f}}")
+"""
+
+CONFIG = """\
+[target]
+name = "opt"
+
+[metric]
+name = "time"
+direction = "minimize"
+unit = "s"
+
+[commands]
+bench = "{python} bench.py"
+checks = "{python} checks.py"
+
+[scope]
+editable = ["a.py", "b.py"]
+protected = ["bench.py", "checks.py"]
+
+[run]
+slots = 1
+{run}
+
+[decision]
+rule = "fixed"
+max_pairs = 4
+pairs_per_block = 2
+aa_blocks = 0
+delta = 0.02
+
+[proposer.queue]
+path = ".queue"
+"""
+
+TRUE_TOTAL = 1.5 * 1.3 - 1.0  # baseline time / final time - 1
+
+
+def repo(tmp_path: Path, run: str = "") -> Path:
+    root = make_repo(tmp_path / "repo", {
+        "bench.py": BENCH, "assay.toml": CONFIG.format(python=sys.executable, run=run)})
+    folder = root / ".queue"
+    folder.mkdir()
+    for i, (hyp, path, old, new) in enumerate([
+            ("a.py: the fast path", "a.py", "FAST_A = False", "FAST_A = True"),
+            ("b.py: the fast kernel", "b.py", "FAST_B = False", "FAST_B = True")]):
+        (folder / f"{i:02d}.patch").write_text(f"# hypothesis: {hyp}\n"
+                                               + edit(root, path, old, new))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "queue the patches")
+    return root
+
+
+def journal_of(root: Path) -> Journal:
+    return Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+
+
+def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_report(
+        tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget", "2"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    # the two keeps, then the verification: base commit against the final incumbent
+    assert out.count(" kept ") >= 2
+    assert "verifying: the baseline" in out
+    # the comparison's own experiment is not printed as if it were one of the run's
+    assert "[verify-" not in out and " KEPT " not in out
+    assert "improvement (paired, baseline vs final best): +" in out
+    j = journal_of(root)
+    try:
+        v = j.get_meta("verification")
+        inc = j.incumbent()
+        base = j.get_meta("base_commit")
+        kept = [e.decision.effect for e in j.experiments() if e.decision
+                and e.state.value == "kept"]
+        events = [e.message for e in j.events() if e.kind == "verify"]
+    finally:
+        j.close()
+    assert inc is not None and v["final"] == inc.commit and v["base"] == base != inc.commit
+    assert v["state"] == "kept" and v["pairs"] >= 2 and v["runs"] >= 4
+    assert v["lo"] < v["effect"] < v["hi"]
+    assert v["lo"] < TRUE_TOTAL < v["hi"] and abs(v["effect"] - TRUE_TOTAL) < 0.03
+    # the kept effects compound consistently with the paired total
+    assert len(kept) == 2 and v["kept"] == 2
+    assert v["compounded"] == compounded(kept)
+    assert abs(v["compounded"] - TRUE_TOTAL) < 0.03
+    assert any(m.startswith("verified:") for m in events)
+    # a time to minimize is also shown as a speed ratio, in the summary ...
+    ratio = ratio_words(v["effect"], Direction.MINIMIZE, "time", "s")
+    assert ratio.endswith("× faster") and ratio.startswith("-")
+    assert ratio in out
+    assert f"compound to {v['compounded']:+.2%}" in out
+    # ... in `assay status` ...
+    st = runner.invoke(app, ["status", "-C", str(root)])
+    assert st.exit_code == 0, st.output
+    line = " ".join(st.output.split())
+    assert "improvement (paired, baseline vs final best): " + " ".join(
+        paired_words(v, Direction.MINIMIZE, "time", "s").split()) in line
+    as_json = json.loads(runner.invoke(app, ["status", "-C", str(root), "--json"]).output)
+    assert as_json["verification"]["current"] is True
+    assert as_json["verification"]["measured"]["effect"] == v["effect"]
+    # ... and in the report's data (the overview's headline card and the subtitle)
+    target = api.load(root)
+    j = journal_of(root)
+    try:
+        data = status_data(target, j)
+    finally:
+        j.close()
+    assert data["verification"]["current"] and data["verification"]["words"]
+    assert data["improvement"] is not None and data["improvement"] > 0.5  # positive = better
+    from assay.faces import report
+
+    html = report.build(target)
+    assert "improvement (paired, baseline vs final best)" in html
+    # a second run with nothing new kept does not measure again: it shows what is stored
+    again = api.run(root, proposer="queue", budget=1)
+    assert again.verified is not None and again.verified["at"] == v["at"]
+
+
+def test_verify_off_leaves_it_to_the_assay_verify_verb(tmp_path: Path) -> None:
+    root = repo(tmp_path, run="verify = false")
+    summary = api.run(root, proposer="queue", budget=2)
+    assert len(summary.kept) == 2
+    assert summary.verified is None and "verify = false" in summary.verify_note
+    runner = CliRunner()
+    st = runner.invoke(app, ["status", "-C", str(root)])
+    assert "not verified since the last keep" in " ".join(st.output.split())
+    res = runner.invoke(app, ["verify", "-C", str(root)])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "improvement (paired, baseline" in out and "× faster" in out
+    j = journal_of(root)
+    try:
+        v = j.get_meta("verification")
+        inc = j.incumbent()
+    finally:
+        j.close()
+    assert inc is not None and v["final"] == inc.commit
+    assert v["lo"] < TRUE_TOTAL < v["hi"]
+    st = runner.invoke(app, ["status", "-C", str(root)])
+    assert "improvement (paired, baseline vs final best): +" in " ".join(st.output.split())
+
+
+def test_nothing_to_verify_is_a_clear_error(tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(app, ["verify", "-C", str(root)])
+    assert res.exit_code == 2 and "nothing to verify" in res.output
+    assert "Traceback" not in res.output
+    # a run whose queue holds only a no-op keeps nothing: still nothing to verify
+    (root / ".queue" / "00.patch").unlink()
+    (root / ".queue" / "01.patch").write_text(
+        "# hypothesis: a comment\n" + edit(root, "b.py", "def helper", "# a helper\ndef helper"))
+    git(root, "commit", "-qam", "a no-op")
+    summary = api.run(root, proposer="queue", budget=1)
+    assert not summary.kept and summary.verified is None
+    res = runner.invoke(app, ["verify", "-C", str(root)])
+    assert res.exit_code == 2 and "nothing was kept" in res.output
+
+
+def test_ratio_words_and_compounding() -> None:
+    assert ratio_words(0.28, Direction.MINIMIZE, "time", "s") == "-21.9% time, 1.28× faster"
+    assert ratio_words(-0.2, Direction.MINIMIZE, "latency", "") == "+25.0% time, 1.25× slower"
+    assert ratio_words(0.25, Direction.MINIMIZE, "peak_kb", "KB") == \
+        "-20.0% peak_kb, 1.25× lower"
+    assert ratio_words(0.28, Direction.MAXIMIZE, "tps", "tok/s") == ""
+    assert compounded([0.5, 0.3]) == 1.5 * 1.3 - 1.0
+    assert compounded([]) is None and compounded([None]) is None
+    words = paired_words({"effect": 0.28, "lo": 0.2, "hi": 0.36, "pairs": 12,
+                          "compounded": 0.3, "kept": 3}, Direction.MINIMIZE, "time", "s")
+    assert words == ("+28.00% [+20.00%, +36.00%] (-21.9% time, 1.28× faster "
+                     "[1.20×, 1.36×]), 12 pairs; the 3 kept effects compound to +30.00%")
