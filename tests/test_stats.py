@@ -466,3 +466,23 @@ def test_expensive_clean_nine_percent_gain_at_tiny_noise_is_not_implausible() ->
     d = rule.decide(b_only([250.0]), ctx)
     assert d.verdict is Verdict.CONTINUE and d.next_block is not None
     assert d.next_block.kind is BlockKind.RERUN
+
+
+def test_a_keep_waits_while_wild_pairs_could_be_a_majority() -> None:
+    """Half the pairs off to one side by ~14 noise units (incumbent runs slowed by a noisy
+    neighbour): the interval may clear δ on them, but no keep before enough pairs."""
+    from assay.stats.sequential import min_pairs_for
+
+    assert min_pairs_for(0.0, 40) == 0
+    needs = [min_pairs_for(w, 40) for w in (0.05, 0.2, 0.4, 0.6)]
+    assert needs == sorted(needs) and needs[-1] <= 40 and needs[2] > 8
+    rule = SequentialRule()
+    xs = [0.30, 0.28, 0.0, 0.31, 0.01, 0.29]
+    ctx = ctx_for(noise=0.02, block_noise={"compare0": 0.02, "compare1": 0.15,
+                                           "compare2": 0.15})
+    d = rule.decide(pairs_of(xs), ctx)
+    assert d.verdict is Verdict.CONTINUE
+    assert d.next_block is not None and d.next_block.kind is not BlockKind.CONFIRM
+    assert "keep_from" in d.details and d.details["wild_share"] > 0.3
+    quiet = rule.decide(pairs_of([0.30, 0.28, 0.31, 0.29, 0.30, 0.31]), ctx_for(noise=0.02))
+    assert "keep_from" not in quiet.details

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import re
 import signal
 import socket
-import statistics
 import threading
 import time
 import weakref
@@ -38,6 +36,7 @@ from types import FrameType
 from typing import Any
 
 from . import sessions
+from .calibration import CAL, Calibration
 from .config import Target
 from .decide import (
     Action,
@@ -68,9 +67,7 @@ from .model import (
     ExperimentState,
     Incumbent,
     NextBlock,
-    Pair,
     RunResult,
-    RunStatus,
     Verdict,
     as_pairs,
     for_proposer,
@@ -80,7 +77,6 @@ from .repository import Repository
 from .sessions import SessionOptions
 from .workspace import check_scope, diff_hashes, hash_paths, patch_paths
 
-CAL = "cal"
 PAUSE_LIMIT_S = 600.0  # how long a platform that went away may take to come back
 _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 LEASE_TTL_S = 120.0
@@ -135,7 +131,6 @@ class Loop:
         self.stop_reason = ""
         self._stop = threading.Event()
         self._signals = 0
-        self._calibrated = False
         self._started: Incumbent | None = None
         self._paused_since: float | None = None  # when a declared platform went away
         self._histories: list[weakref.ref[LazyHistory]] = []  # handed out, maybe unread
@@ -145,8 +140,8 @@ class Loop:
         self._session_base = 0  # experiments in the journal when this session began
         self._digests: set[str] = set()
         self._digest_seq = 0
-        self._slot_names: tuple[str, ...] = ()  # the slots seen at the last dispatch
-        self._fresh: set[str] = set()  # slots that appeared after calibration, measuring noise
+        self.noise = Calibration(target, journal, executor, lambda: self.incumbent,
+                                 lambda kind, msg: self.emit(kind, msg), self.fail)
 
     # -- events --------------------------------------------------------------------
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
@@ -209,7 +204,7 @@ class Loop:
                                                  ExperimentState.MEASURED]):
                 self._ensure_progress(exp)
             self.hooks.resume_pending()
-        self._calibrated = self.journal.get_meta("calibration") is not None
+        self.noise.resume()
         for slot in self.journal.slots():
             if slot.quarantined:
                 self.executor.quarantine(slot.name)
@@ -382,7 +377,7 @@ class Loop:
     def dispatch(self) -> int:
         """Submit queued blocks to free slots; returns how many were started."""
         started = 0
-        self._calibrate_new_slots()
+        self.noise.new_slots()
         free = self.executor.free_slot_names()
         if not free:
             return 0
@@ -395,13 +390,13 @@ class Loop:
             if row.platform and not any(s.platform == row.platform and s.name in free
                                         for s in self.executor.slots):
                 continue  # its platform has no free slot now
-            ready = [n for n in free if n not in self._fresh]  # a new slot: A/A blocks only
+            ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
                 continue
             block = self._block(row)
             if block is None:
                 continue
-            if block.kind is not BlockKind.AA and self._fresh:
+            if block.kind is not BlockKind.AA and self.noise.fresh:
                 block = dataclasses.replace(block, prefer_slot=pick_slot(ready, block))
             if not self.journal.lease_block(block.block_id, "", self.owner, LEASE_TTL_S):
                 continue
@@ -599,221 +594,13 @@ class Loop:
             self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
 
     # -- noise -------------------------------------------------------------------------
-    def update_noise(self, result: BlockResult) -> None:
-        """The one place a finished block updates what the loop knows about noise.
-
-        When the last A/A calibration block is in, calibrate (per-slot noise, quarantine,
-        the effective δ); after that every measured block is folded into its slot's
-        estimate (:meth:`_track_noise`).
-        """
-        if result.experiment_id == CAL:
-            if self.journal.get_meta("calibration") is not None:
-                self._calibrate_fresh(result)  # a slot that appeared after calibration
-            else:
-                self._maybe_calibrate(result)
-        elif not result.error:
-            self._track_noise(result)
-
-    def _calibrate_new_slots(self) -> None:
-        """A slot that appears after calibration (a node replacing a quarantined one) gets
-        A/A blocks of its own, and measures nothing else until they are in: a fresh machine
-        is another machine, its noise unknown."""
-        names = tuple(s.name for s in self.executor.slots)
-        if names == self._slot_names:
-            return
-        self._slot_names = names
-        cal = self.journal.get_meta("calibration")
-        if cal is None or self.target.decision.aa_blocks <= 0:
-            return
-        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
-
-        known = {*cal.get("noise", {}), *cal.get("quarantined", {}),
-                 *(self.journal.get_meta("noise_samples") or {})}
-        pending = {b.prefer_slot for b in self.journal.blocks(
-            CAL, states=(BlockState.QUEUED, BlockState.RUNNING))}
-        pairs = self.target.decision.pairs_per_block
-        per_slot = max(self.target.decision.aa_blocks, -(-AA_PAIRS // max(1, pairs)))
-        if self.target.decision.rule == "expensive":
-            from .stats.expensive import CALIBRATION_PAIRS
-
-            per_slot, pairs = 1, CALIBRATION_PAIRS
-        for slot in self.executor.slots:
-            if slot.name in pending:  # queued earlier (before a restart)
-                self._fresh.add(slot.name)
-                continue
-            if slot.name in known:
-                continue
-            self._fresh.add(slot.name)
-            for _ in range(per_slot):
-                self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(),
-                                       self.incumbent, prefer_slot=slot.name,
-                                       platform=slot.platform)
-            self.emit("calibrate", f"slot {slot.name} is new (on {slot.host or 'a new node'}): "
-                                   f"measuring its noise with {per_slot} A/A block(s), "
-                                   f"{per_slot * pairs} pairs, before it measures anything")
-
-    def _calibrate_fresh(self, result: BlockResult) -> None:
-        """A new slot's A/A block: its samples start the slot's noise estimate; when its last
-        one is in, the slot measures like any other (unless its noise quarantined it)."""
-        slot = result.slot or ""
-        if result.error or _incumbent_failure(result):
-            self._fresh.discard(slot)
-            why = f"its calibration failed: {result.error or _incumbent_failure(result)}"
-            for b in self.journal.blocks(CAL, states=(BlockState.QUEUED,)):
-                if b.prefer_slot == slot:
-                    self.journal.cancel_block(b.id, why)
-            for s in self.executor.slots:
-                if s.name == slot:
-                    self.journal.set_slot(s.name, s.host, s.gpus, None, True, why)
-            self.executor.quarantine(slot)
-            self.emit("quarantine", f"slot {slot} quarantined: {why}")
-            return
-        self._track_noise(result)
-        if any(b.prefer_slot == slot for b in self.journal.blocks(
-                CAL, states=(BlockState.QUEUED, BlockState.RUNNING))):
-            return
-        self._fresh.discard(slot)
-        cal = self.journal.get_meta("calibration") or {}
-        if slot in cal.get("quarantined", {}):
-            return  # _track_noise said so
-        noise = cal.get("noise", {}).get(slot)
-        for s in self.executor.slots:
-            if s.name == slot:
-                self.journal.set_slot(s.name, s.host, s.gpus, noise, False, "")
-        said = "-" if noise is None else f"{float(noise):.2%}"
-        self.emit("calibrated", f"slot {slot} calibrated: noise {said}; it measures from now on "
-                                f"({cal.get('message', '')})")
-
-    def _track_noise(self, result: BlockResult) -> None:
-        """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
-        follow the current estimate, and every change is reported with its reason."""
-        from .stats.noise import (
-            WINDOW,
-            block_samples,
-            block_scale,
-            changes,
-            describe,
-            track,
-        )
-
-        cal = self.journal.get_meta("calibration")
-        if cal is None or not result.slot:
-            return
-        new = block_samples(result.runs, self.target.metric.name)
-        samples: dict[str, list[float]] = {
-            s: list(v) for s, v in (self.journal.get_meta("noise_samples") or {}).items()}
-        recent = [(str(s), float(v)) for s, v in self.journal.get_meta("noise_recent") or []]
-        spec = self.target.decision
-        before = track(samples, spec, cal.get("quarantined", {}), recent)
-        if new:
-            samples[result.slot] = (samples.get(result.slot, []) + new)[-WINDOW:]
-            recent = (recent + [(result.slot, v) for v in new])[-4 * WINDOW:]
-        after = track(samples, spec, cal.get("quarantined", {}), recent)
-        block_noise = self.journal.get_meta("block_noise") or {}
-        slot_noise = block_scale(after.noise.get(result.slot,
-                                             after.raw.get(result.slot, math.nan)), new)
-        if math.isfinite(slot_noise):
-            block_noise[result.block_id] = slot_noise
-        with self.journal.tx():
-            self.journal.set_meta("noise_samples", samples)
-            self.journal.set_meta("noise_recent", [list(r) for r in recent])
-            self.journal.set_meta("block_noise", block_noise)
-            self.journal.set_meta("calibration", {
-                **cal, "noise": dict(after.noise), "pooled": after.pooled,
-                "delta": after.delta, "quarantined": dict(after.quarantined),
-                "message": describe(after, spec)})
-        for line in changes(before, after, spec):
-            self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
-        for slot in self.executor.slots:
-            if slot.name in after.quarantined and slot.name not in before.quarantined:
-                self.journal.set_slot(slot.name, slot.host, slot.gpus,
-                                      after.raw.get(slot.name), True,
-                                      after.quarantined[slot.name])
-                self.executor.quarantine(slot.name)
-
     def calibrate(self) -> None:
-        """Queue A/A blocks on every slot (once per run)."""
-        if self._calibrated or self.target.decision.aa_blocks <= 0:
-            self._calibrated = True
-            return
-        if self.journal.blocks(CAL):
-            return  # already queued (or resumed)
-        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
+        """Queue the start-up A/A blocks on every slot (once per run)."""
+        self.noise.queue()
 
-        inc = self.incumbent
-        pairs = self.target.decision.pairs_per_block
-        slots = self.executor.slots
-        if self.target.decision.rule == "expensive":
-            # two incumbent runs per slot at most; they are the slot's first history
-            from .stats.expensive import CALIBRATION_PAIRS  # scipy: only when used
-
-            per_slot, pairs = 1, CALIBRATION_PAIRS
-        else:
-            per_slot = max(self.target.decision.aa_blocks,
-                           -(-AA_PAIRS // max(1, len(slots) * max(1, pairs))))
-        for slot in slots:
-            for _ in range(per_slot):
-                self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,
-                                       prefer_slot=slot.name, platform=slot.platform)
-        self.emit("calibrate", f"measuring noise: {per_slot} A/A block(s) on each of "
-                               f"{len(slots)} slot{'' if len(slots) == 1 else 's'}, "
-                               f"{per_slot * pairs * len(slots)} A/A pairs in all (at least "
-                               f"{AA_PAIRS} for a stable estimate)")
-
-    def _maybe_calibrate(self, result: BlockResult | None = None) -> None:
-        blocks = self.journal.blocks(CAL)
-        broken = _incumbent_failure(result) if result is not None else ""
-        if broken:  # fail fast: one crash or hang is enough, the other blocks would repeat it
-            why = f"calibration failed: the incumbent {broken}; fix the target, then run again"
-            self.journal.drop_blocks(CAL)  # measure again on the next run
-            self.emit("error", why)
-            self.fail(why)
-            return
-        if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
-            return
-        from . import stats
-
-        aa: dict[str, list[Pair]] = {}
-        for b in blocks:
-            runs = self.journal.runs(block_id=b.id)
-            # Both sides ran the incumbent: relabel the B side as the second arm.
-            aa.setdefault(b.slot or "", []).extend(
-                as_pairs(runs, self.target.metric.name, b.slot or "", b.id, BlockKind.AA))
-        empty = [b for b in blocks if not any(p for p in as_pairs(
-            self.journal.runs(block_id=b.id), self.target.metric.name, "", b.id))]
-        if empty:
-            runs = self.journal.runs(block_id=empty[0].id)
-            bad = next((r for r in runs if r.status is not RunStatus.OK), None)
-            why = (f"calibration failed: the incumbent's benchmark gave no usable pair on slot "
-                   f"{empty[0].slot}"
-                   + (f" ({bad.status.value}: {bad.reason}; logs: {bad.stderr_path})" if bad
-                      else "") + "; fix the target, then run again")
-            self.journal.drop_blocks(CAL)  # measure again on the next run
-            self.emit("error", why)
-            self.fail(why)
-            return
-        cal = stats.calibrate(aa, self.target.decision, self.target.metric.direction)
-        base = [v for b in blocks for r in self.journal.runs(block_id=b.id)
-                if r.status is RunStatus.OK
-                and isinstance(v := r.metrics.get(self.target.metric.name), (int, float))]
-        self.journal.set_meta("calibration", {
-            "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
-            "quarantined": dict(cal.quarantined), "message": cal.message,
-            "baseline": statistics.median(base) if base else None,
-            "start": {"pooled": cal.pooled, "delta": cal.delta_effective}})
-        self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})
-        self.journal.set_meta("noise_recent", [[s, v] for s, vs in cal.samples.items()
-                                               for v in vs])
-        for slot in self.executor.slots:
-            q = slot.name in cal.quarantined
-            self.journal.set_slot(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
-                                    cal.quarantined.get(slot.name, ""))
-            if q:
-                self.executor.quarantine(slot.name)
-                self.emit("quarantine", f"slot {slot.name} quarantined: "
-                                        f"{cal.quarantined[slot.name]}")
-        self._calibrated = True
-        self.emit("calibrated", cal.message)
+    def update_noise(self, result: BlockResult) -> None:
+        """The one place a finished block updates what the loop knows about noise."""
+        self.noise.update(result)
 
     # -- the driver ----------------------------------------------------------------
     def _total(self) -> int:
@@ -912,7 +699,7 @@ class Loop:
         queued = self.journal.count_blocks((BlockState.QUEUED,))
         free = self.executor.free_slots()
         room = d.budget - self._total()
-        if (d.propose and self._calibrated and not self.exhausted and room > 0 and free > queued
+        if (d.propose and self.noise.done and not self.exhausted and room > 0 and free > queued
                 and self._paused_since is None):
             self.ask(min(free - queued, room))
         self.dispatch()
@@ -927,7 +714,7 @@ class Loop:
                 self.stop_reason = self.stop_reason or f"the budget of " \
                     f"{d.budget - self._session_base} experiments is spent"
                 return False
-            if not self._calibrated:
+            if not self.noise.done:
                 return True
         for res in self.executor.wait(timeout=0.2):
             self.tell(res)
@@ -1084,13 +871,3 @@ def _history_entry(e: Experiment) -> ExperimentSummary:
         effect=d.effect if d else None, lo=d.lo if d else None, hi=d.hi if d else None,
         reason=for_proposer(e).note or (d.reason if d else ""), diffstat=stat)
 
-
-def _incumbent_failure(result: BlockResult) -> str:
-    """Why a calibration block shows the incumbent broken ('' when it does not)."""
-    if result.error_kind and result.error_kind != "cancelled":
-        return result.error
-    bad = next((r for r in result.runs if r.status in (RunStatus.CRASHED, RunStatus.TIMEOUT)),
-               None)
-    if bad is None:
-        return ""
-    return f"{bad.status.value} on slot {result.slot}: {bad.reason} (logs: {bad.stderr_path})"

@@ -1,20 +1,22 @@
-"""A robust, noise-weighted location estimate of pair log-ratios (Huber's M-estimator).
+"""Robust, noise-weighted location estimates of pair log-ratios (M-estimators).
 
 Heavy tails and noisy neighbours are handled by one symmetric rule instead of re-runs:
-each pair's log-ratio ``x_i`` is standardised by its block's pair noise ``s_i`` (the noise
-tracker's estimate when the block was measured) and the location ``μ`` solves
-``Σ ψ((x_i − μ)/s_i)/s_i = 0`` with Huber's ψ (clipped at ±:data:`HUBER_C`; Huber 1964,
-"Robust estimation of a location parameter", Ann. Math. Statist. 35). A pair far out on
-either side, candidate-fast or candidate-slow, first measurement or re-run, counts as
-:data:`HUBER_C` noise units, never more: nothing is gated, nothing is dropped, and the
-decision lists the pairs that were down-weighted. Pairs from a noisier block weigh less
-(``1/s_i²``), so slots of very different noise share one estimate.
+each pair's log-ratio ``x_i`` is standardised by its block's pair noise ``s_i`` (the
+block's own scale, :func:`assay.stats.noise.block_scale`) and the location ``μ`` solves
+``Σ ψ((x_i − μ)/s_i)/s_i = 0``. The sequential rule uses :func:`biweight`, Tukey's
+redescending ψ (Beaton & Tukey 1974): a pair more than :data:`BIWEIGHT_K` noise units from
+the estimate, on either side, candidate-fast or candidate-slow, first measurement or
+re-run, has no influence; nothing is gated, nothing is dropped, and the decision lists the
+pairs that were down-weighted. :func:`huber` (Huber 1964, "Robust estimation of a location
+parameter", Ann. Math. Statist. 35: ψ clipped at ±:data:`HUBER_C`) is the monotone
+variant. Pairs from a noisier block weigh less (``1/s_i²``), so slots of very different
+noise share one estimate.
 
-The variance is the sandwich ``Σ ψ_i²/s_i² / (Σ ψ'_i/s_i²)²``, which matches the
-estimator whatever the true tail; for few pairs it is pooled with the value the noise
-model predicts (``κ/γ²`` per unit information, ``κ = E ψ(Z)²``, ``γ = E ψ'(Z)``), worth
-``prior_df`` degrees of freedom, and bounds use the t quantile with the pooled degrees of
-freedom.
+The variance is the sandwich ``Σ ψ_i²/s_i² / (Σ ψ'_i/s_i²)²`` with the observed slope,
+which matches the estimator whatever the true tail; for few pairs it is pooled with the
+value the noise model predicts (``κ/γ²`` per unit information, ``κ = E ψ(Z)²``,
+``γ = E ψ'(Z)``), worth ``prior_df`` degrees of freedom, and bounds use the t quantile
+with the pooled degrees of freedom.
 """
 
 from __future__ import annotations
