@@ -282,6 +282,40 @@ def early_stop_reason(why: str, wall_s: float, full_s: float | None, timeout_s: 
             f"{ref} ({full:.0f} s)")
 
 
+def _outcome(target: Target, r: process.ProcResult, changed: list[str],
+             specs: tuple[MetricSpec, ...], cwd: Path, wall_ref: float | None
+             ) -> tuple[dict[str, float], RunStatus, str]:
+    """One benchmark run's metrics, status and reason: a harness it changed, an early stop,
+    a timeout or a crash first, else what its output says."""
+    if changed:
+        return {}, RunStatus.HARNESS_CHANGED, f"run changed protected paths: {changed}"
+    if r.stopped:
+        return {}, RunStatus.CRASHED, early_stop_reason(r.stopped, r.wall_s, wall_ref,
+                                                         target.bench.timeout_s)
+    if r.timed_out:
+        return {}, RunStatus.TIMEOUT, f"killed after {target.bench.timeout_s:g}s"
+    if r.exit_code != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines()[-2:]
+        return {}, RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(lines)}"
+    return _read_all(specs, r.stdout, cwd)
+
+
+def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
+             cancel: process.CancelToken | None) -> dict[str, float]:
+    """The holdout command's metric after a good run ({} when none is configured or it
+    failed); its values are stored withheld, never shown to a proposer."""
+    if target.holdout is None or not target.holdout_metric:
+        return {}
+    h = process.run(target.holdout.cmd, cwd=cwd, env=env, timeout_s=target.holdout.timeout_s,
+                    stdout_path=stem.with_name(stem.name + ".holdout.out"),
+                    stderr_path=stem.with_name(stem.name + ".holdout.err"),
+                    limits=target.limits, cancel=cancel)
+    if h.exit_code != 0:
+        return {}
+    values, status, _reason = _read_all((target.holdout_metric,), h.stdout, cwd)
+    return values if status is RunStatus.OK else {}
+
+
 def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
               cancel: process.CancelToken | None = None) -> BlockResult:
     start = time.monotonic()
@@ -405,33 +439,12 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             return fail("cancelled", "block cancelled")
         after = hash_paths(cwd, protected)
         last_hash[cwd] = after
-        after_changes = diff_hashes(before, after)
-        metrics: dict[str, float] = {}
+        metrics, status, reason = _outcome(
+            target, r, diff_hashes(before, after), metric_specs, cwd,
+            trees.wall_ref if trees.watch_key == a_key else None)
         holdout: dict[str, float] = {}
-        if after_changes:
-            status, reason = RunStatus.HARNESS_CHANGED, f"run changed protected paths: " \
-                                                        f"{after_changes}"
-        elif r.stopped:
-            status, reason = RunStatus.CRASHED, early_stop_reason(
-                r.stopped, r.wall_s, trees.wall_ref if trees.watch_key == a_key else None,
-                target.bench.timeout_s)
-        elif r.timed_out:
-            status, reason = RunStatus.TIMEOUT, f"killed after {target.bench.timeout_s:g}s"
-        elif r.exit_code != 0:
-            lines = (r.stderr or r.stdout).strip().splitlines()[-2:]
-            status, reason = RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(lines)}"
-        else:
-            metrics, status, reason = _read_all(metric_specs, r.stdout, cwd)
-        if status is RunStatus.OK and target.holdout is not None and target.holdout_metric:
-            h = process.run(target.holdout.cmd, cwd=cwd, env=env,
-                            timeout_s=target.holdout.timeout_s,
-                            stdout_path=logs / f"r{i + 1}-{role_ch}.holdout.out",
-                            stderr_path=logs / f"r{i + 1}-{role_ch}.holdout.err",
-                            limits=target.limits, cancel=cancel)
-            if h.exit_code == 0:
-                hv, hs, _hr = _read_all((target.holdout_metric,), h.stdout, cwd)
-                if hs is RunStatus.OK:
-                    holdout = hv
+        if status is RunStatus.OK:
+            holdout = _holdout(target, cwd, env, logs / f"r{i + 1}-{role_ch}", cancel)
         if watcher is not None and role is Role.INCUMBENT and status is RunStatus.OK:
             trees.watch_key, trees.watch_ref, trees.wall_ref = a_key, watcher.medians(), r.wall_s
         runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,

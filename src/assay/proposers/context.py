@@ -150,14 +150,9 @@ def _fence(text: str) -> str:
     return fence
 
 
-def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
-                  include_files: bool = True, note: str = "",
-                  files: Mapping[str, str] | None = None) -> BuiltContext:
-    """The proposal context as Markdown text of at most ``budget_tokens`` (estimated)."""
+def _task_text(ctx: ProposalContext) -> str:
+    """The task: the metric and its direction, what may change, the incumbent."""
     t = ctx.target
-    truncated: list[str] = []
-
-    # ---- fixed parts (never cut)
     metric = t.metric
     unit = f" {metric.unit}" if metric.unit else ""
     head = [
@@ -174,8 +169,12 @@ def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
     params = ", ".join(f"{k}={v}" for k, v in sorted(inc.params.items()))
     head.append(f"Current best (incumbent): commit {inc.commit[:12]}"
                 + (f" with {params}" if params else "") + ".")
-    head_text = "\n".join(head)
+    return "\n".join(head)
 
+
+def _measurement_text(ctx: ProposalContext) -> str:
+    """The noise floor and δ, and what follows for the size of a proposal."""
+    t = ctx.target
     delta = ctx.delta or t.decision.delta
     meas = ["## Measurement"]
     if ctx.noise_floor is not None:
@@ -186,10 +185,23 @@ def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
     meas.append(f"A change is kept only when its effect is credibly above δ = {delta * 100:.2f}% "
                 "(paired runs against the incumbent).")
     floor = max(delta, ctx.noise_floor or 0.0)
-    meas.append(f"Do not propose changes expected to move `{metric.name}` by less than "
+    meas.append(f"Do not propose changes expected to move `{t.metric.name}` by less than "
                 f"{floor * 100:.2f}%: the benchmark cannot tell them from noise. Prefer one "
                 "clear, substantial idea over a bundle of tweaks.")
-    meas_text = "\n".join(meas)
+    return "\n".join(meas)
+
+
+def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
+                  include_files: bool = True, note: str = "",
+                  files: Mapping[str, str] | None = None) -> BuiltContext:
+    """The proposal context as Markdown text of at most ``budget_tokens`` (estimated)."""
+    t = ctx.target
+    truncated: list[str] = []
+
+    # ---- fixed parts (never cut)
+    inc = ctx.incumbent
+    head_text = _task_text(ctx)
+    meas_text = _measurement_text(ctx)
     note_text = note.strip()
 
     # ---- cuttable parts
@@ -203,7 +215,7 @@ def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
     if ctx.history:
         journal_head += (f"{len(ctx.history)} experiments so far: " + ", ".join(
             f"{n} {s}" for s, n in sorted(counts.items())) + ". Effects are relative changes "
-            f"of `{metric.name}` against the incumbent of the time (+ = better), with their "
+            f"of `{t.metric.name}` against the incumbent of the time (+ = better), with their "
             f"{t.decision.confidence:.0%} interval.")
     else:
         journal_head += "No experiments yet."

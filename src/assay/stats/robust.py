@@ -50,8 +50,9 @@ def _median(v: np.ndarray) -> float:
     return float(s[k // 2]) if k % 2 else float(0.5 * (s[k // 2 - 1] + s[k // 2]))
 
 
-def huber(x: Sequence[float], scales: Sequence[float], prior_df: int) -> Robust:
-    """The M-estimate of the location of ``x`` with per-value noise ``scales``."""
+def _inputs(x: Sequence[float], scales: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The values and their noise scales as arrays; a scale that is missing, zero or not
+    finite is filled with the median of the others (or the values' own spread)."""
     n = len(x)
     if n == 0:
         raise ValueError("no values")
@@ -65,6 +66,13 @@ def huber(x: Sequence[float], scales: Sequence[float], prior_df: int) -> Robust:
         if not fill > 0:
             fill = float(np.max(np.abs(xv))) or 1e-9
         sv = np.where(bad, fill, sv)
+    return xv, sv
+
+
+def huber(x: Sequence[float], scales: Sequence[float], prior_df: int) -> Robust:
+    """The M-estimate of the location of ``x`` with per-value noise ``scales``."""
+    xv, sv = _inputs(x, scales)
+    n = xv.size
     w_inv = 1.0 / (sv * sv)
     mu = _median(xv)
     tol = 1e-10 * _median(sv)
@@ -132,19 +140,8 @@ def biweight(x: Sequence[float], scales: Sequence[float], prior_df: int) -> Robu
     (pairs rejected carry no information), pooled with the variance the noise model
     predicts (``κ/γ²`` per unit information of the pairs kept), worth ``prior_df``
     degrees of freedom."""
-    n = len(x)
-    if n == 0:
-        raise ValueError("no values")
-    xv = np.asarray(x, dtype=float)
-    sv = np.asarray(scales, dtype=float)
-    bad = ~(np.isfinite(sv) & (sv > 0))
-    if bad.any():
-        spread = _median(np.abs(xv - _median(xv))) * 1.4826 if n >= 3 else 0.0
-        good = sv[~bad]
-        fill = _median(good) if good.size else spread
-        if not fill > 0:
-            fill = float(np.max(np.abs(xv))) or 1e-9
-        sv = np.where(bad, fill, sv)
+    xv, sv = _inputs(x, scales)
+    n = xv.size
     w_inv = 1.0 / (sv * sv)
     tol = 1e-10 * _median(sv)
 
