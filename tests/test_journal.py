@@ -248,3 +248,36 @@ def test_the_cli_reports_a_tampered_journal_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     assert "changed outside assay" in r.stderr or "seal triggers" in r.stderr
+
+
+def test_seals_are_recomputed_only_when_another_client_wrote(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """assay's own writes record the file state they leave: a fresh process opening the
+    journal in that state skips recomputing every seal (a cost that grows with the
+    journal); a write by any other client changes the state and the next open checks all."""
+    from assay import seal
+
+    path = _filled(tmp_path)
+    calls: list[int] = []
+    real = seal.digest
+
+    def counting(*values: object) -> str:
+        calls.append(1)
+        return real(*values)
+
+    monkeypatch.setattr(seal, "digest", counting)
+    seal._VERIFIED.clear()  # as in a new process
+    Journal.open(path, readonly=True).close()
+    assert calls == []  # the state assay left: no row recomputed
+    j = Journal.open(path)  # a writer's commit records the new state again
+    j.event("note", "two")
+    j.close()
+    calls.clear()  # the trigger sealed the new row
+    seal._VERIFIED.clear()
+    Journal.open(path, readonly=True).close()
+    assert calls == []
+    _other_client(path, "CREATE TABLE notes (x)")  # harmless, but not assay's
+    seal._VERIFIED.clear()
+    Journal.open(path, readonly=True).close()
+    assert len(calls) > 5  # every sealed row recomputed (and all still match)

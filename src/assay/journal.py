@@ -141,6 +141,10 @@ MIGRATIONS.append(("0006_updated_index", """
     CREATE INDEX IF NOT EXISTS blocks_finished ON blocks(finished_at)
 
     """))
+# A slot's latest incumbent runs (the expensive rule's history, on every decision): newest
+# first through the index instead of every run of the journal.
+MIGRATIONS.append(("0007_runs_slot_index",
+                   "CREATE INDEX IF NOT EXISTS runs_slot ON runs(slot, created_at)"))
 
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -267,6 +271,7 @@ class Journal:
         self.conn.close()
         if self._verified:  # the last connection's checkpoint rewrote the file
             seal.mark(self.path)
+            seal.release(self.path)
 
     def is_ready(self) -> bool:
         """Whether the schema is in place (False while a first run is still creating it)."""

@@ -108,26 +108,40 @@ def _mark_path(path: Path) -> Path:
     return Path(f"{path}-sealed")
 
 
+_MARK_FDS: dict[str, int] = {}  # journal path -> the open mark file (one write per commit)
+_MARK_SIZE = 200  # a fixed-size record, written in place: no truncation, no rename
+
+
 def mark(path: Path) -> None:
     """Record the state an assay connection left the journal file in, after a write it made
     on a journal it had verified. The next open, in any process, that finds the file in this
     state knows no other client wrote since, and skips recomputing every seal (whose cost
     grows with the journal). Any other write changes the state, and the next open checks
-    every row again."""
+    every row again. (A reader that catches the record half written reads no mark, and
+    checks every row: slower, never wrong.)"""
     state = _state(path)
     _VERIFIED[str(path)] = state
-    target = _mark_path(path)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    record = json.dumps(state).encode().ljust(_MARK_SIZE)
     try:
-        tmp.write_text(json.dumps(state))
-        tmp.replace(target)
+        fd = _MARK_FDS.get(str(path))
+        if fd is None:
+            fd = os.open(_mark_path(path), os.O_WRONLY | os.O_CREAT, 0o644)
+            _MARK_FDS[str(path)] = fd
+        os.pwrite(fd, record, 0)
     except OSError:  # a read-only folder: the next open verifies every row, as before
-        tmp.unlink(missing_ok=True)
+        release(path)
+
+
+def release(path: Path) -> None:
+    """Close the mark file of ``path`` (when its journal is closed)."""
+    fd = _MARK_FDS.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def _marked(path: Path) -> tuple[object, ...] | None:
     try:
-        return tuple(json.loads(_mark_path(path).read_text()))
+        return tuple(json.loads(_mark_path(path).read_bytes().strip() or b"null"))
     except (OSError, ValueError, TypeError):
         return None
 

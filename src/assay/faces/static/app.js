@@ -365,16 +365,33 @@
       })) : el("p", { cls: "empty", text: "no events yet" }));
   }
 
+  // A long noise series keeps one point per pixel cell of the chart (1200 × 400): the
+  // points it drops would be drawn on top of one it keeps.
+  function thinSeries(s) {
+    var n = s.x.length;
+    if (n <= 3000) return s;
+    var ys = s.noise.filter(function (y) { return y !== null && y !== undefined; });
+    var x0 = s.x[0], x1 = s.x[n - 1], y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
+    var seen = {}, out = { slot: s.slot, x: [], noise: [], block: [] };
+    for (var i = 0; i < n; i++) {
+      var key = Math.floor(1200 * (s.x[i] - x0) / ((x1 - x0) || 1)) + ":" + Math.floor(400 * ((s.noise[i] || 0) - y0) / ((y1 - y0) || 1));
+      if (seen[key] && i !== n - 1) continue;
+      seen[key] = true;
+      out.x.push(s.x[i]); out.noise.push(s.noise[i]); out.block.push(s.block[i]);
+    }
+    return out;
+  }
   function noiseTraces() {
     var n = data.noise || { slots: [] };
     var traces = [];
     var quarantined = {};
     (n.quarantined || []).forEach(function (q) { quarantined[q.slot] = q.reason; });
     var maxX = 1;
-    (n.slots || []).forEach(function (s) {
+    (n.slots || []).forEach(function (s0) {
+      var s = thinSeries(s0);
       maxX = Math.max(maxX, s.x.length ? s.x[s.x.length - 1] : 1);
       var q = quarantined[s.slot];
-      traces.push({ x: s.x, y: s.noise, customdata: s.block, mode: "lines+markers",
+      traces.push({ x: s.x, y: s.noise, customdata: s.block, mode: s.x.length > 1500 ? "lines" : "lines+markers",
         name: "slot " + s.slot + (q ? " (quarantined)" : ""),
         marker: { symbol: q ? "x" : "circle", size: q ? 9 : 6 }, line: { width: 1.5, dash: q ? "dot" : "solid" },
         hovertemplate: "%{customdata}: pair noise %{y:.2%}<extra>slot " + s.slot + "</extra>" });
@@ -584,7 +601,7 @@
       el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
          r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)));
     node.addEventListener("toggle", function () {  // the body is drawn when first opened
-      if (node.open && !node.dataset.built) { node.dataset.built = "1"; withDetails(function () { node.appendChild(experimentBody(data.details[id])); }); }
+      if (node.open && !node.dataset.built) { node.dataset.built = "1"; withDetails(function () { if (data.details[id]) node.appendChild(experimentBody(data.details[id])); }); }
     });
     return node;
   }
@@ -605,7 +622,7 @@
       document.getElementById("details").appendChild(d);
     }
     d.open = true;
-    if (!d.dataset.built) { d.dataset.built = "1"; withDetails(function () { d.appendChild(experimentBody(data.details[id])); }); }
+    if (!d.dataset.built) { d.dataset.built = "1"; withDetails(function () { if (data.details[id]) d.appendChild(experimentBody(data.details[id])); }); }
     if (scroll) { d.scrollIntoView({ block: "start" }); history.replaceState(null, "", "#" + id); }
   }
 
