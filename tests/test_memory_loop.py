@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import itertools
 import random
+import types
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from assay.config import Target, parse
 from assay.decide import MAX_EXECUTOR_RETRIES
@@ -125,3 +128,21 @@ def test_a_failing_function_is_a_lost_slot_retried_then_crashed(tmp_path: Path) 
     # Each retry avoided the slot that had just failed.
     slots = [b.slot for b in loop.journal.blocks(exp.id)]
     assert all(x != y for x, y in itertools.pairwise(slots))
+
+
+def test_two_sessions_in_one_second_of_one_process_have_their_own_ids(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session id keys the session's fingerprint and its on_finish hook: two loops made
+    by one process within the same second (the MCP server, the Python API) must not share
+    it, or the second session's fingerprint and on_finish are taken as already done."""
+    import time as real
+
+    import assay.loop
+
+    frozen = types.SimpleNamespace(time=lambda: 1_800_000_000.25, monotonic=real.monotonic,
+                                   sleep=real.sleep)
+    monkeypatch.setattr(assay.loop, "time", frozen)  # the loop's clock stops in one second
+    t = target(tmp_path)
+    _, value = noisy()
+    loops = [memory_loop(t, FunctionExecutor(values("speed", value))) for _ in range(2)]
+    assert loops[0].session_id != loops[1].session_id

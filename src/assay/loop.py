@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import re
 import signal
@@ -77,6 +78,7 @@ from .repository import Repository
 from .sessions import SessionOptions
 from .workspace import check_scope, diff_hashes, hash_paths, patch_paths
 
+_LOOPS = itertools.count(1)  # loops made by this process
 PAUSE_LIMIT_S = 600.0  # how long a platform that went away may take to come back
 _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 LEASE_TTL_S = 120.0
@@ -124,7 +126,9 @@ class Loop:
         self.rule = rule or make_rule(target.decision)
         self.on_event = on_event or (lambda kind, msg, exp: None)
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
-        self.session_id = f"{int(time.time())}-{os.getpid()}"
+        # unique per loop, also for two sessions of one process within the same second
+        # (the on_finish hook's idempotency key and the session's fingerprint use it)
+        self.session_id = f"{int(time.time())}-{os.getpid()}-{next(_LOOPS)}"
         self.lock_held: Callable[[], bool] = lambda: True  # set by api.session
         self.hooks = Hooks(target, journal, report=lambda m: self.emit("hook", m))
         self.exhausted = False
