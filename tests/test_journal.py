@@ -281,3 +281,37 @@ def test_seals_are_recomputed_only_when_another_client_wrote(tmp_path: Path,
     seal._VERIFIED.clear()
     Journal.open(path, readonly=True).close()
     assert len(calls) > 5  # every sealed row recomputed (and all still match)
+
+
+def test_reads_and_sealed_writes_from_two_threads_never_wait_for_each_other(
+        tmp_path: Path) -> None:
+    """A hook thread writes events (the seal triggers call back into Python) while the loop
+    reads with bound parameters: on one shared connection the two could wait for each other
+    for ever (each holding what the other needs). Both must finish."""
+    import threading
+
+    from assay.model import BlockState
+
+    j = Journal.open(tmp_path / "journal.sqlite")
+    j.check_seals()
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(3000):
+            j.event("hook", f"message {i}")
+        done.set()
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    reads = 0
+    while not done.is_set() and reads < 200_000:
+        j.count_blocks((BlockState.QUEUED, BlockState.RUNNING))
+        j.get_meta("incumbent")
+        reads += 1
+    t.join(timeout=120)
+    try:
+        assert not t.is_alive(), "the writer and the reader are waiting for each other"
+        assert len(j.events(limit=5000)) == 3000
+    finally:
+        if not t.is_alive():
+            j.close()

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -172,13 +172,60 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+class Rows:
+    """What one statement gave: its rows (read in full), ``lastrowid`` and ``rowcount``."""
+
+    def __init__(self, rows: list[Any], lastrowid: int | None, rowcount: int) -> None:
+        self._rows = rows
+        self.lastrowid = lastrowid
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self._rows)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+class Serialized:
+    """The journal's one connection, used by one thread at a time.
+
+    Hooks, the lock's heartbeat and the loop share the connection. SQLite serialises the
+    calls on a connection with its own mutex, but some of them are made while Python's
+    interpreter lock is held, and the seal triggers call back into Python while SQLite's
+    mutex is held: a read on one thread and a sealed write on another could wait for each
+    other for ever. Every statement runs here under the journal's lock, and its rows are
+    read before the lock is let go."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+        self.raw = conn
+        self._lock = lock
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Rows:
+        with self._lock:
+            cur = self.raw.execute(sql, params)
+            return Rows(cur.fetchall(), cur.lastrowid, cur.rowcount)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> Rows:
+        with self._lock:
+            cur = self.raw.executemany(sql, seq)
+            return Rows([], cur.lastrowid, cur.rowcount)
+
+    def close(self) -> None:
+        with self._lock:
+            self.raw.close()
+
+
 class Journal:
     """The run's record. Open with :meth:`open`; write inside :meth:`tx`."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self.conn = conn
-        self.path = path
         self._lock = threading.RLock()
+        self.conn = Serialized(conn, self._lock)
+        self.path = path
         self._depth = 0
         self._writer = False  # a writable connection to a journal file
         self._verified = False  # its seals were checked at open (see seal.mark)
@@ -240,7 +287,7 @@ class Journal:
         global _MEMORY_TEMPLATE
         with _MEMORY_LOCK:
             if _MEMORY_TEMPLATE is None:
-                _MEMORY_TEMPLATE = cls.open(":memory:").conn
+                _MEMORY_TEMPLATE = cls.open(":memory:").conn.raw
             conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             _MEMORY_TEMPLATE.backup(conn)
         conn.row_factory = sqlite3.Row
@@ -256,7 +303,8 @@ class Journal:
             return  # a journal too old to have migrations (read-only open): nothing sealed
         if "0004_withheld_and_seals" not in done:
             return
-        problem = seal.verify(self.conn, self.path)
+        with self._lock:
+            problem = seal.verify(self.conn.raw, self.path)
         if problem:
             self.conn.close()
             raise JournalError(
@@ -311,7 +359,7 @@ class Journal:
         return applied
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Iterator[Serialized]:
         """A write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""
         with self._lock:
             if self._depth:
