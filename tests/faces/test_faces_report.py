@@ -62,6 +62,8 @@ def _open(browser: Any, url: str) -> tuple[Any, Any, list[str], list[str]]:
 
 def test_report_renders_in_chromium(browser: Any, report_file: Path, ran_target: Path,
                                     screenshots: Path) -> None:
+    from playwright.sync_api import expect
+
     context, page, errors, requests = _open(browser, report_file.as_uri())
     try:
         # The chart: plotly drew an SVG with a marker per experiment and the step line.
@@ -131,9 +133,12 @@ def test_report_renders_in_chromium(browser: Any, report_file: Path, ran_target:
         crashed = page.locator("details#e0003")
         crashed.locator("summary").first.click()
         logs = crashed.locator("details.log")
+        # a detail opened before the page unpacked all of them is drawn when its data is
+        # unpacked (asynchronously): wait for its logs, not for a fixed time
+        logs.first.wait_for(state="attached", timeout=30_000)
         for i in range(logs.count()):
             logs.nth(i).locator("summary").click()
-        assert "boom: SIZE 13 is unlucky" in crashed.inner_text()
+        expect(crashed).to_contain_text("boom: SIZE 13 is unlucky", timeout=30_000)
         crashed.screenshot(path=str(screenshots / "report-experiment-e0003-crashed-logs.png"))
 
         assert errors == []
