@@ -61,6 +61,27 @@ def test_every_command_is_registered() -> None:
         assert f" {name} " in r.stdout, (name, r.stdout)
 
 
+LOADED = """
+import sys
+sys.argv = ["assay", *sys.argv[1:]]
+import assay.cli
+print(",".join(m for m in ("assay.research", "assay.finalize", "assay.plan",
+                           "assay.faces.commands") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("argv, loaded", [
+    (["status", "-C", "."], ""), (["--debug", "log"], ""),
+    (["--help"], "assay.research,assay.finalize,assay.plan,assay.faces.commands"),
+    (["report", "--help"], "assay.research,assay.finalize,assay.plan,assay.faces.commands"),
+])
+def test_a_core_verb_starts_without_loading_the_subsystems(argv: list[str], loaded: str) -> None:
+    r = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == loaded
+
+
 def test_a_command_that_fails_to_load_says_so_and_shows_its_traceback_under_debug() -> None:
     r = blocked_cli("assay.research.command", "research", "-C", ".")
     assert r.returncode == 2, r.stdout + r.stderr

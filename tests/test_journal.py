@@ -89,6 +89,31 @@ def test_finished_state_is_final(tmp_path: Path) -> None:
         j.set_state(exp.id, ExperimentState.DISCARDED)
 
 
+def test_listings_leave_the_patch_text_in_the_journal(tmp_path: Path) -> None:
+    """Listing calls (a page of `assay log`, the dashboard's rows, status) do not read the
+    patches; one experiment (`assay show`, the loop's own reads) does."""
+    from assay.export import experiment_dict
+
+    j = _journal(tmp_path)
+    patch = "--- a/k.py\n+++ b/k.py\n@@ -1 +1 @@\n-X = 1\n+X = 2\n"
+    with_patch = j.add_experiment(Candidate("abc", patch=patch, hypothesis="edit"))
+    j.add_experiment(Candidate("abc", params={"x": 1}, hypothesis="sweep"))
+    listed = {e.id: e for e in j.experiments(patches=False)}
+    assert listed.keys() == {"e0001", "e0002"}
+    assert not listed["e0001"].patch_loaded and listed["e0001"].candidate.patch == ""
+    assert listed["e0001"].patch_chars == len(patch) and listed["e0001"].has_patch
+    assert listed["e0002"].patch_chars == 0 and not listed["e0002"].has_patch
+    page = j.experiment_page(1, 0, newest_first=True)
+    assert [e.id for e in page] == ["e0002"] and not page[0].patch_loaded
+    assert [e.patch_loaded for e in j.changed_since(0.0)] == [False, False]
+    row = experiment_dict(j, listed["e0001"])
+    assert row["patch"] is None and row["patch_chars"] == len(patch)
+    one = j.experiment(with_patch.id)
+    assert one is not None and one.patch_loaded and one.candidate.patch == patch
+    assert [e.candidate.patch for e in j.experiments()] == [patch, ""]  # the default reads it
+    assert experiment_dict(j, one)["patch"] == patch
+
+
 def test_stale_leases_are_requeued_and_partial_runs_dropped(tmp_path: Path) -> None:
     j = _journal(tmp_path)
     exp = j.add_experiment(Candidate("abc", params={"x": 1}))
@@ -121,6 +146,38 @@ def test_hypotheses_dedup_and_status(tmp_path: Path) -> None:
     exp = j.add_experiment(Candidate("abc", patch="diff", hypothesis="x", hypothesis_id=a))
     assert exp.candidate.hypothesis_id == a
     assert j.hypotheses("testing")[0].id == a
+
+
+def test_block_noise_lives_on_its_block_and_an_older_journal_moves_it_there(
+        tmp_path: Path) -> None:
+    """Each block's noise is a column (it was one meta entry holding every block, rewritten
+    after each block); migration 0008 moves a journal's old entry into the column."""
+    import json
+
+    from assay import seal
+
+    path = _filled(tmp_path)
+    j = Journal.open(path)
+    bid = j.blocks()[0].id
+    assert j.blocks()[0].noise is None
+    j.set_block_noise(bid, 0.031)
+    assert j.blocks("e0001")[0].noise == pytest.approx(0.031)
+    j.close()
+    # The same file as migration 0007 left it: no column, the noise in meta.
+    con = sqlite3.connect(path, isolation_level=None)
+    seal.install(con)
+    con.execute("ALTER TABLE blocks DROP COLUMN noise")
+    con.execute("DELETE FROM migrations WHERE name = '0008_block_noise'")
+    con.execute("INSERT INTO meta (key, value) VALUES ('block_noise', ?)",
+                (json.dumps({bid: 0.042, "b-gone": 0.5}),))
+    con.close()
+    j = Journal.open(path)
+    try:
+        assert j.blocks("e0001")[0].noise == pytest.approx(0.042)
+        assert j.get_meta("block_noise") is None
+    finally:
+        j.close()
+    Journal.open(path, readonly=True).close()  # the seals still hold
 
 
 def test_readonly_open_of_missing_journal(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
-from .model import ExperimentState
+from .model import Experiment, ExperimentState
 from .proposers.base import Proposer
 from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
@@ -279,7 +279,7 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
         # so the cost does not grow with the journal.
         cal = journal.get_meta("calibration")
         first = journal.first_decided()
-        kept = journal.experiments([ExperimentState.KEPT])
+        kept = journal.experiments([ExperimentState.KEPT], patches=False)
         p = progress([*([first] if first else []), *kept], (cal or {}).get("baseline"))
         counts = journal.state_counts()
         inc = journal.incumbent()
@@ -297,19 +297,20 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                 dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
                 for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
-            "verification": _verification(journal),
+            "verification": _verification(journal, kept),
         }
     finally:
         journal.close()
 
 
-def _verification(journal: Journal) -> dict[str, Any] | None:
+def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any] | None:
     """The paired baseline-vs-best measurement, whether it is of the present incumbent, and
-    the kept effects compounded (also when nothing is verified yet)."""
+    the kept effects (``kept``: the kept experiments, in order) compounded (also when
+    nothing is verified yet)."""
     from . import verify as verify_mod
 
     v = verify_mod.stored(journal)
-    effects = verify_mod.kept_effects(journal)
+    effects = verify_mod.kept_effects(kept)
     comp = verify_mod.compounded(effects)
     if v is None and comp is None:
         return None

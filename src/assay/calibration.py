@@ -4,7 +4,7 @@ calibration, and every measured block folded into its slot's noise estimate.
 The statistics are pure functions in :mod:`assay.stats.noise` and
 :mod:`assay.stats.calibrate`; this module holds what surrounds them in a run: which A/A
 blocks to queue and where, what the journal keeps (``calibration``, ``noise_samples``,
-``noise_recent``, ``block_noise``), which slots to quarantine, and what the user is told.
+``noise_recent``, each block's noise), which slots to quarantine, and what the user is told.
 :class:`~assay.loop.Loop` owns one and calls it from ``begin`` (:meth:`Calibration.queue`),
 ``dispatch`` (:meth:`Calibration.new_slots`) and ``tell`` (:meth:`Calibration.update`).
 """
@@ -162,15 +162,13 @@ class Calibration:
             samples[result.slot] = (samples.get(result.slot, []) + new)[-WINDOW:]
             recent = (recent + [(result.slot, v) for v in new])[-4 * WINDOW:]
         after = track(samples, spec, cal.get("quarantined", {}), recent)
-        block_noise = self.journal.get_meta("block_noise") or {}
         slot_noise = block_scale(after.noise.get(result.slot,
                                              after.raw.get(result.slot, math.nan)), new)
-        if math.isfinite(slot_noise):
-            block_noise[result.block_id] = slot_noise
         with self.journal.tx():
             self.journal.set_meta("noise_samples", samples)
             self.journal.set_meta("noise_recent", [list(r) for r in recent])
-            self.journal.set_meta("block_noise", block_noise)
+            if math.isfinite(slot_noise):
+                self.journal.set_block_noise(result.block_id, slot_noise)
             self.journal.set_meta("calibration", {
                 **cal, "noise": dict(after.noise), "pooled": after.pooled,
                 "delta": after.delta, "quarantined": dict(after.quarantined),

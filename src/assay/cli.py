@@ -337,8 +337,20 @@ def _unloadable(name: str, exc: BaseException) -> None:
                                   "ignore_unknown_options": True})(broken)
 
 
+def _core_verb() -> bool:
+    """Whether this process's command line names one of the verbs above (``status``,
+    ``log``…): the subsystems' verbs are then not loaded, which keeps their imports out of
+    every quick command's start-up."""
+    core = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    word = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    return word in core
+
+
 def _register_optional() -> None:
-    """Verbs that live in their own subsystems: every one is registered, loaded or not."""
+    """Verbs that live in their own subsystems: every one is registered, loaded or not
+    (unless a core verb was asked for)."""
+    if _core_verb():
+        return
     try:
         from .research.command import research_command
     except Exception as exc:  # a bug in the subsystem must not read as "No such command"

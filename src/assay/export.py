@@ -210,7 +210,10 @@ def experiment_dict(journal: Journal, e: Experiment) -> dict[str, Any]:
         "hypothesis": e.candidate.hypothesis, "proposer": e.candidate.proposer,
         "params": dict(e.candidate.params), "sources": list(e.candidate.sources),
         "hypothesis_id": e.candidate.hypothesis_id, "meta": dict(e.candidate.meta),
-        "patch": e.candidate.patch, "base_commit": e.candidate.base_commit,
+        # a listing leaves the patch in the journal: None here, `assay show` has it
+        "patch": e.candidate.patch if e.patch_loaded else None,
+        "patch_chars": len(e.candidate.patch) if e.patch_loaded else e.patch_chars,
+        "base_commit": e.candidate.base_commit,
         "created_at": e.created_at, "updated_at": e.updated_at,
         "decision": None if d is None else {
             "verdict": d.verdict.value, "reason": d.reason, "effect": d.effect, "lo": d.lo,

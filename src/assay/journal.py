@@ -145,6 +145,15 @@ MIGRATIONS.append(("0006_updated_index", """
 # first through the index instead of every run of the journal.
 MIGRATIONS.append(("0007_runs_slot_index",
                    "CREATE INDEX IF NOT EXISTS runs_slot ON runs(slot, created_at)"))
+# Each block's noise (the weight of its pairs) in a column of its own: it was one meta entry
+# holding every block of the journal, read and rewritten after every block.
+MIGRATIONS.append(("0008_block_noise", """
+    ALTER TABLE blocks ADD COLUMN noise REAL;
+    UPDATE blocks SET noise = (SELECT j.value FROM meta m, json_each(m.value) j
+                               WHERE m.key = 'block_noise' AND j.key = blocks.id)
+     WHERE id IN (SELECT j.key FROM meta m, json_each(m.value) j WHERE m.key = 'block_noise');
+    DELETE FROM meta WHERE key = 'block_noise'
+    """))
 
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -490,16 +499,21 @@ class Journal:
                               (_dumps(_decision_dict(d)), time.time(), exp_id))
 
     def experiment(self, exp_id: str) -> Experiment | None:
-        row = self.conn.execute("SELECT * FROM experiments WHERE id = ?", (exp_id,)).fetchone()
+        row = self.conn.execute(f"SELECT {_columns(True)} FROM experiments WHERE id = ?",
+                                (exp_id,)).fetchone()
         return _experiment(row) if row else None
 
-    def experiments(self, states: Sequence[ExperimentState] | None = None) -> list[Experiment]:
+    def experiments(self, states: Sequence[ExperimentState] | None = None, *,
+                    patches: bool = True) -> list[Experiment]:
+        """Experiments in order (those in ``states``). ``patches=False``: a listing, without
+        the patches' text (``Experiment.patch_loaded`` is False, ``patch_chars`` is set)."""
+        cols = _columns(patches)
         if states:
             marks = ",".join("?" * len(states))
-            rows = self.conn.execute(f"SELECT * FROM experiments WHERE state IN ({marks}) "
+            rows = self.conn.execute(f"SELECT {cols} FROM experiments WHERE state IN ({marks}) "
                                      "ORDER BY seq", [s.value for s in states])
         else:
-            rows = self.conn.execute("SELECT * FROM experiments ORDER BY seq")
+            rows = self.conn.execute(f"SELECT {cols} FROM experiments ORDER BY seq")
         return [_experiment(r) for r in rows]
 
     def count_experiments(self) -> int:
@@ -701,6 +715,11 @@ class Journal:
                 for bid, slot, kind, fin, exp_id, metrics in rows]
 
     # -- slots ---------------------------------------------------------------------
+    def set_block_noise(self, block_id: str, noise: float) -> None:
+        """The noise of the slot that measured this block, when it was measured."""
+        with self.tx():
+            self.conn.execute("UPDATE blocks SET noise = ? WHERE id = ?", (noise, block_id))
+
     def set_slot(self, name: str, host: str, gpus: Sequence[int], noise: float | None,
                  quarantined: bool = False, reason: str = "") -> None:
         with self.tx():
@@ -790,9 +809,11 @@ class Journal:
     # -- bulk reads (one query each, whatever the journal's size) -----------------------
     def experiment_page(self, limit: int | None = None, offset: int = 0,
                         newest_first: bool = False) -> list[Experiment]:
-        """A page of experiments in ``seq`` order (newest first when asked)."""
+        """A page of experiments in ``seq`` order (newest first when asked), a listing: the
+        patches' text stays in the journal (``assay show`` reads it)."""
         order = "DESC" if newest_first else "ASC"
-        rows = self.conn.execute(f"SELECT * FROM experiments ORDER BY seq {order} LIMIT ? "
+        rows = self.conn.execute(f"SELECT {_columns(False)} FROM experiments ORDER BY seq {order}"
+                                 " LIMIT ? "
                                  "OFFSET ?", (-1 if limit is None else limit, max(0, offset)))
         return [_experiment(r) for r in rows]
 
@@ -836,14 +857,16 @@ class Journal:
     def first_decided(self) -> Experiment | None:
         """The first experiment (by seq) whose decision holds the incumbent's value."""
         row = self.conn.execute(
-            "SELECT * FROM experiments WHERE decision LIKE '%\"incumbent_value\"%' "
+            f"SELECT {_columns(False)} FROM experiments WHERE decision LIKE "
+            "'%\"incumbent_value\"%' "
             "ORDER BY seq LIMIT 1").fetchone()
         return _experiment(row) if row else None
 
     def changed_since(self, updated_at: float) -> list[Experiment]:
-        """Experiments written after ``updated_at`` (the dashboard's updates)."""
-        rows = self.conn.execute("SELECT * FROM experiments WHERE updated_at > ? ORDER BY seq",
-                                 (updated_at,))
+        """Experiments written after ``updated_at`` (the dashboard's updates; a listing,
+        without the patches' text)."""
+        rows = self.conn.execute(f"SELECT {_columns(False)} FROM experiments WHERE updated_at > ?"
+                                 " ORDER BY seq", (updated_at,))
         return [_experiment(r) for r in rows]
 
     def run_totals(self, ids: Sequence[str] | None = None
@@ -920,8 +943,19 @@ def _decision_row(r: sqlite3.Row) -> Decision:
                     details=json.loads(r["details"]))
 
 
+_EXPERIMENT_COLUMNS = ("id, seq, state, base_commit, params, hypothesis, proposer, sources, "
+                       "hypothesis_id, meta, digest, created_at, updated_at, decision, "
+                       "commit_sha, note, withheld, length(patch) AS patch_chars")
+
+
+def _columns(patches: bool) -> str:
+    """The experiments' columns a query reads: with the patch text, or only its length."""
+    return _EXPERIMENT_COLUMNS + (", patch" if patches else ", NULL AS patch")
+
+
 def _experiment(r: sqlite3.Row) -> Experiment:
-    cand = Candidate(base_commit=r["base_commit"], patch=r["patch"],
+    loaded = r["patch"] is not None
+    cand = Candidate(base_commit=r["base_commit"], patch=r["patch"] if loaded else "",
                      params=json.loads(r["params"]), hypothesis=r["hypothesis"],
                      proposer=r["proposer"], sources=tuple(json.loads(r["sources"])),
                      hypothesis_id=r["hypothesis_id"], meta=json.loads(r["meta"]))
@@ -929,7 +963,8 @@ def _experiment(r: sqlite3.Row) -> Experiment:
     return Experiment(id=r["id"], seq=r["seq"], state=ExperimentState(r["state"]), candidate=cand,
                       created_at=r["created_at"], updated_at=r["updated_at"], decision=dec,
                       commit=r["commit_sha"], note=r["note"], digest=r["digest"],
-                      withheld=bool(r["withheld"]))
+                      withheld=bool(r["withheld"]), patch_chars=int(r["patch_chars"]),
+                      patch_loaded=loaded)
 
 
 def _run(r: sqlite3.Row) -> RunResult:
@@ -952,7 +987,7 @@ def _block(r: sqlite3.Row) -> BlockRow:
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
         error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
         build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
-        checks_detail=r["checks_detail"], platform=r["platform"])
+        checks_detail=r["checks_detail"], platform=r["platform"], noise=r["noise"])
 
 
 def _event(r: sqlite3.Row) -> EventRow:

@@ -365,9 +365,8 @@ class Loop:
                     s, self.target.metric.name, inc.commit, exclude_experiment=exp_id)
         block_noise: dict[str, float] = {}
         if exp_id is not None:
-            known = self.journal.get_meta("block_noise") or {}
-            block_noise = {b.id: float(known[b.id]) for b in self.journal.blocks(exp_id)
-                           if b.id in known}
+            block_noise = {b.id: b.noise for b in self.journal.blocks(exp_id)
+                           if b.noise is not None}
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
                                incumbent_history=history, bounds=self.target.metric.bounds,

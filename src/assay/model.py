@@ -249,6 +249,16 @@ class Experiment:
     # True when the note carries held-out results (a holdout regression): proposers, their
     # MCP tools and their context never see the note then, only that it was withheld.
     withheld: bool = False
+    # A listing (a page of ``assay log``, the dashboard's rows) leaves the patch's text in the
+    # journal: ``candidate.patch`` is then "" and ``patch_loaded`` False; ``patch_chars`` is
+    # the stored patch's length either way.
+    patch_chars: int = 0
+    patch_loaded: bool = True
+
+    @property
+    def has_patch(self) -> bool:
+        """Whether the candidate changes files (known also when the patch was not read)."""
+        return bool(self.candidate.patch.strip()) if self.patch_loaded else self.patch_chars > 0
 
 
 WITHHELD_NOTE = "discarded by a held-out check (its results are withheld from proposers)"
@@ -310,6 +320,7 @@ class BlockRow:
     checks_outcome: str = ""  # passed, reused, flaky, failed ('' without checks)
     checks_detail: str = ""
     platform: str = ""  # with [[platforms]]: the platform it must run on
+    noise: float | None = None  # its slot's pair noise when it was measured (weights pairs)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 from .config import Target
 from .errors import AssayError
 from .journal import Journal
-from .model import ExperimentState
+from .model import Experiment, ExperimentState
 
 Report = Callable[[str], None]
 META = "verification"
@@ -74,10 +74,9 @@ def compounded(effects: Iterable[float | None]) -> float | None:
     return total - 1.0 if n else None
 
 
-def kept_effects(journal: Journal) -> list[float | None]:
-    """The effects of the kept changes, in the order they were kept."""
-    return [e.decision.effect if e.decision else None
-            for e in journal.experiments([ExperimentState.KEPT])]
+def kept_effects(kept: Iterable[Experiment]) -> list[float | None]:
+    """The effects of the kept changes (``kept``: the kept experiments, in order)."""
+    return [e.decision.effect if e.decision else None for e in kept]
 
 
 def stored(journal: Journal) -> Verification | None:
@@ -144,7 +143,7 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
            "ABBA blocks, with the run's decision rule")
     m = compare(target, run, cmp, target.state_dir / "verify",
                 journal.get_meta("calibration"), detail or report, scratch=f"{run}-verify")
-    effects = kept_effects(journal)
+    effects = kept_effects(journal.experiments([ExperimentState.KEPT], patches=False))
     v = Verification(base=base, final=inc.commit, state=m.state, effect=m.effect, lo=m.lo,
                      hi=m.hi, pairs=m.pairs, runs=m.runs, reason=m.reason,
                      compounded=compounded(effects),

@@ -262,3 +262,35 @@ def test_report_table_pages_and_filters(browser: Any, report_file: Path) -> None
         assert errors == []
     finally:
         context.close()
+
+
+def test_details_are_packed_in_chunks_and_unpacked_when_opened(
+        browser: Any, ran_target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report keeps its experiments' details in packed chunks (here 2 experiments each),
+    and the page unpacks only the chunk of the experiment that is opened."""
+    from assay.faces import page as page_mod
+
+    monkeypatch.setattr(page_mod, "DETAIL_CHUNK", 2)
+    out = report.write(api.load(ran_target), tmp_path / "chunked.html")
+    text = out.read_text()
+    assert [f'id="assay-details-{k}"' in text for k in range(4)] == [True, True, True, False]
+    context, page, errors, _ = _open(browser, out.as_uri())
+    try:
+        page.evaluate("""() => {  // count the chunks the page unpacks from now on
+            window.unpacked = 0;
+            const text = Object.getOwnPropertyDescriptor(Node.prototype, 'textContent');
+            Object.defineProperty(HTMLScriptElement.prototype, 'textContent', {get() {
+                if (this.id.startsWith('assay-details-')) window.unpacked += 1;
+                return text.get.call(this); }});
+        }""")
+        page.locator("details#e0005 summary").click()  # the third chunk (e0005, e0006)
+        page.wait_for_selector("details#e0005[open] table.runs tbody tr", timeout=30_000)
+        assert page.locator("details#e0005 table.runs tbody tr").count() == 8
+        page.locator("details#e0006 summary").click()  # same chunk: nothing more unpacked
+        page.wait_for_selector("details#e0006[open] table.runs tbody tr", timeout=30_000)
+        assert page.evaluate("window.unpacked") == 1
+        page.locator("details#e0001 summary").click()
+        page.wait_for_selector("details#e0001[open] table.runs tbody tr", timeout=30_000)
+        assert page.evaluate("window.unpacked") == 2 and errors == []
+    finally:
+        context.close()

@@ -249,3 +249,49 @@ def test_status_since_sends_only_what_changed(fresh_target: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
+    """The dashboard's cached overview, updated by folding in only the changed rows (new
+    experiments, a discarded one now kept, a cost), says what a full reload says."""
+    from assay import api
+    from assay.faces import serve
+    from assay.faces.data import status_data
+    from assay.model import Candidate, Decision, ExperimentState, Verdict
+
+    target = api.load(fresh_target)
+    pages = serve.Pages(target)
+    version = pages.status()["version"]
+    journal = api.open_journal(target)
+    try:
+        inc = journal.incumbent()
+        assert inc is not None
+        first = journal.add_experiment(Candidate(inc.commit, "", {"SIZE": 9}, "k", "sweep"))
+        version = pages.status_since(version)["version"]  # folded in while it is running
+        keep = Decision(Verdict.KEEP, "scripted keep", 0.5, 0.4, 0.6, 4, 8, 0.01,
+                        details={"candidate_value": 123.0, "incumbent_value": 82.0})
+        journal.set_decision(first.id, keep)  # the folded row changes state: counts move
+        journal.set_state(first.id, ExperimentState.KEPT)
+        for k in range(3):
+            exp = journal.add_experiment(Candidate(inc.commit, "", {"SIZE": 10 + k}, f"k{k}",
+                                                   "sweep", meta={"cost_usd": 0.25}))
+            journal.set_state(exp.id, ExperimentState.INVALID, note="scripted")
+        delta = pages.status_since(version)
+        assert [r["id"] for r in delta["rows"]] == ["e0007", "e0008", "e0009", "e0010"]
+        fresh = status_data(target, journal)
+    finally:
+        journal.close()
+    folded = pages.status()
+    assert [r["id"] for r in folded["experiments"]] == [r["id"] for r in fresh["experiments"]]
+    assert folded["experiments"] == fresh["experiments"]
+    assert folded["counts"] == fresh["counts"] and delta["counts"] == fresh["counts"]
+    assert folded["best"] == fresh["best"] == delta["best"] == 123.0
+    def flat(cost: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in cost.items() if k != "resources"} | {
+            f"{r['key']}:{k}": v for r in cost["resources"] for k, v in r.items()
+            if isinstance(v, float)}
+
+    assert flat(folded["cost"]) == pytest.approx(flat(fresh["cost"]))
+    assert fresh["cost"]["cost_usd"] >= 0.75
+    assert fresh["counts"]["kept"] == folded["cost"]["kept"]
+    assert delta["total"] == len(fresh["experiments"])

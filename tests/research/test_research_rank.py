@@ -192,4 +192,17 @@ def test_after_a_wave_the_brief_and_the_journal_say_what_it_showed(tmp_path: Pat
     after = {h.id: h.score for h in journal.hypotheses()}
     assert after[fusion.id] > before[fusion.id]  # memory-traffic idea up
     assert not after_wave(target, journal)  # type: ignore[arg-type]  # the same wave twice
+
+    def decide(n: int) -> None:
+        for _ in range(n):
+            e = journal.add_experiment(Candidate("abc", "", {"k": journal.count_experiments()},
+                                                 hypothesis="Unroll the soft_max max loop"))
+            journal.set_state(e.id, ExperimentState.DISCARDED)
+
+    decide(98)  # 100 decided: a large journal re-ranks after each fiftieth more (2 here)
+    assert after_wave(target, journal)  # type: ignore[arg-type]
+    decide(1)
+    assert not after_wave(target, journal)  # type: ignore[arg-type]
+    decide(1)
+    assert after_wave(target, journal)  # type: ignore[arg-type]
     journal.close()

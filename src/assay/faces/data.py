@@ -7,6 +7,7 @@ read-only and may be written by a running loop at the same time (WAL).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import math
@@ -21,7 +22,7 @@ from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
 from ..loop import progress as run_progress
-from ..model import BlockRow, Experiment, RunResult
+from ..model import BlockRow, Decision, Experiment, ExperimentState, RunResult
 from .terminal import improvement
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
@@ -186,7 +187,7 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "id": e.id, "seq": e.seq, "state": e.state.value,
         "proposer": e.candidate.proposer or "-", "hypothesis": e.candidate.hypothesis,
         "source_kind": _source_kind(e, kinds),
-        "params": dict(e.candidate.params), "has_patch": bool(e.candidate.patch.strip()),
+        "params": dict(e.candidate.params), "has_patch": e.has_patch,
         "value": _finite(det.get("candidate_value")),
         "incumbent_value": _finite(det.get("incumbent_value")),
         "effect": _finite(d.effect) if d else None, "lo": _finite(d.lo) if d else None,
@@ -280,10 +281,14 @@ def win_rates(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any
 
 def cost_summary(rows: Sequence[Mapping[str, Any]], total_runs: Mapping[str, float]
                  ) -> dict[str, Any]:
-    kept = sum(1 for r in rows if r["state"] == "kept")
-    tokens_in = sum(r["tokens_in"] for r in rows)
-    tokens_out = sum(r["tokens_out"] for r in rows)
-    usd = sum(r["cost_usd"] for r in rows)
+    return cost_of(sum(1 for r in rows if r["state"] == "kept"),
+                   sum(r["tokens_in"] for r in rows), sum(r["tokens_out"] for r in rows),
+                   sum(r["cost_usd"] for r in rows), total_runs)
+
+
+def cost_of(kept: int, tokens_in: float, tokens_out: float, usd: float,
+            total_runs: Mapping[str, float]) -> dict[str, Any]:
+    """The cost card from its sums: per run, and per kept change."""
     out: dict[str, Any] = {
         "kept": kept, "gpu_hours": total_runs.get("gpu_hours", 0.0),
         "run_hours": total_runs.get("run_hours", 0.0),
@@ -296,8 +301,10 @@ def cost_summary(rows: Sequence[Mapping[str, Any]], total_runs: Mapping[str, flo
     return out
 
 
-def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
-    """Everything the overview page shows (the ``/api/status.json`` twin)."""
+def status_data(target: Target, journal: Journal | None,
+                exps: Sequence[Experiment] | None = None) -> dict[str, Any]:
+    """Everything the overview page shows (the ``/api/status.json`` twin); ``exps``: the
+    journal's experiments when the caller has read them already."""
     base: dict[str, Any] = {
         "generated_at": time.time(), "root": target.root.name,
         "metric": {"name": target.metric.name, "direction": target.metric.direction.value,
@@ -313,7 +320,8 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
                     noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
                            "quarantined": [], "blocks": 0})
         return base
-    exps = journal.experiments()
+    if exps is None:
+        exps = journal.experiments(patches=False)
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals()  # per experiment and slot, summed in SQL
@@ -333,7 +341,8 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
                                             "experiment": inc.experiment_id},
         baseline=baseline, best=best,
         improvement=improvement(baseline, best, target.metric.direction),
-        verification=verification_data(target, journal),
+        verification=verification_data(
+            target, journal, [e for e in exps if e.state is ExperimentState.KEPT]),
         calibration=cal, slots=[dataclasses.asdict(s) for s in journal.slots()],
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
@@ -350,14 +359,16 @@ def status_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     return base
 
 
-def verification_data(target: Target, journal: Journal) -> dict[str, Any] | None:
+def verification_data(target: Target, journal: Journal, kept: Sequence[Experiment]
+                      ) -> dict[str, Any] | None:
     """The headline: the paired baseline-vs-final-best measurement (``assay verify``, or the
-    end of a run) with its interval, in words, and the kept effects compounded beside it."""
+    end of a run) with its interval, in words, and the kept effects (``kept``: the kept
+    experiments, in order) compounded beside it."""
     from .. import verify
     from .terminal import paired_words, pct, ratio_words
 
     v = verify.stored(journal)
-    effects = verify.kept_effects(journal)
+    effects = verify.kept_effects(kept)
     comp = verify.compounded(effects)
     if v is None and comp is None:
         return None
@@ -475,14 +486,71 @@ def changes(target: Target, journal: Journal, since: float,
                  sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
     points = []
     direction = target.metric.direction.value
+    seqs = [seq for seq, _ in kept_steps]
     for r in rows:  # each point against the running best of its own time
-        best = baseline
-        for seq, value in kept_steps:
-            if seq < r["seq"]:
-                best = value
-        one = progress([r], best, None, direction)["points"]
-        points += one
+        i = bisect.bisect_left(seqs, r["seq"])
+        best = kept_steps[i - 1][1] if i else baseline
+        points += progress([r], best, None, direction)["points"]
     return {"rows": rows, "points": points}
+
+
+_DECISION_FIELDS = tuple(f.name for f in dataclasses.fields(Decision) if f.name != "next_block")
+_SUMS = ("tokens_in", "tokens_out", "cost_usd", "run_hours", "gpu_hours", "cpu_seconds")
+
+
+class Overview:
+    """The dashboard's overview (``status_data``'s answer), kept current by folding in the
+    rows that changed: an update costs the changed rows and the kept ones, not the
+    journal's size. Not thread-safe: the server folds under its lock."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        rows: list[dict[str, Any]] = data["experiments"]
+        self._pos = {r["id"]: i for i, r in enumerate(rows)}
+        self._kept = {r["seq"]: r["value"] for r in rows
+                      if r["state"] == "kept" and r["value"] is not None}
+        self._counts = dict(data["counts"])
+        cost = data["cost"]
+        self._sums = {k: float(cost.get(k) or 0.0) for k in _SUMS}
+        self._n_kept = sum(1 for r in rows if r["state"] == "kept")
+
+    def kept_steps(self) -> list[tuple[int, float]]:
+        """(seq, value) of the kept experiments, in order: the running best's steps."""
+        return sorted(self._kept.items())
+
+    def fold(self, changed: Sequence[dict[str, Any]], version: str,
+             events: list[dict[str, Any]]) -> dict[str, Any]:
+        """The overview with ``changed`` rows put in (replaced or appended); returns it."""
+        rows = list(self.data["experiments"])  # a copy: earlier answers may still be sent
+        for r in changed:
+            i = self._pos.get(r["id"])
+            if i is not None:
+                self._account(rows[i], -1)
+                rows[i] = r
+            else:
+                self._pos[r["id"]] = len(rows)
+                rows.append(r)
+            self._account(r, +1)
+        steps = self.kept_steps()
+        best = steps[-1][1] if steps else self.data["baseline"]
+        cost = cost_of(self._n_kept, self._sums["tokens_in"], self._sums["tokens_out"],
+                       self._sums["cost_usd"], self._sums)
+        self.data = dict(self.data)
+        self.data.update(experiments=rows, counts={k: v for k, v in self._counts.items() if v},
+                         best=best, version=version, events=events, cost=cost)
+        return self.data
+
+    def _account(self, r: Mapping[str, Any], sign: int) -> None:
+        state = r["state"]
+        self._counts[state] = self._counts.get(state, 0) + sign
+        for k in _SUMS:
+            self._sums[k] += sign * float(r[k] or 0.0)
+        if state == "kept":
+            self._n_kept += sign
+            if sign > 0 and r["value"] is not None:
+                self._kept[r["seq"]] = r["value"]
+            elif sign < 0:
+                self._kept.pop(r["seq"], None)
 
 
 # -- one experiment ----------------------------------------------------------------------
@@ -508,7 +576,7 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
     exp = journal.experiment(exp_id)
     if exp is None:
         return None
-    hyps = {h.id: h for h in journal.hypotheses()}
+    hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}
     out = _detail(target, journal, exp, journal.decisions(exp_id), journal.blocks(exp_id),
                   journal.runs(exp_id), slot_gpus(target, journal), hyps, tail_bytes, True)
     if order is not None:
@@ -524,7 +592,8 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
 
 def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequence[Any],
             blocks: Sequence[BlockRow], runs: Sequence[RunResult],
-            gpus: Mapping[str, int], hyps: Mapping[int, Any], tail_bytes: int | None,
+            gpus: Mapping[str, int], hyps: Mapping[int, dict[str, Any]],
+            tail_bytes: int | None,
             block_logs: bool, patch_limit: int | None = None) -> dict[str, Any]:
     """One experiment's details from rows already loaded (``tail_bytes`` None: no log text)."""
     exp_id = exp.id
@@ -533,13 +602,12 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
         out["patch"] = (out["patch"][:patch_limit] + f"\n… cut at {patch_limit} characters; "
                         f"the whole patch: assay show {exp_id}\n")
     hyp = hyps.get(exp.candidate.hypothesis_id) if exp.candidate.hypothesis_id else None
-    out["source_kind"] = hyp.source_kind if hyp else "none"
-    out["hypothesis_record"] = None if hyp is None else dataclasses.asdict(hyp)
-    out["decisions"] = []
-    for d in decisions:
-        row = dataclasses.asdict(d) | {"verdict": d.verdict.value}
-        row.pop("next_block", None)
-        out["decisions"].append(row)
+    out["source_kind"] = hyp["source_kind"] if hyp else "none"
+    out["hypothesis_record"] = hyp
+    out["decisions"] = [{k: getattr(d, k) for k in _DECISION_FIELDS}
+                        | {"verdict": d.verdict.value, "details": dict(d.details)}
+                        for d in decisions]
+    root = os.path.join(str(target.root), "")
     out["cost"] = run_cost(runs, gpus) | {
         "tokens_in": _meta_number(exp.candidate.meta, "tokens_in"),
         "tokens_out": _meta_number(exp.candidate.meta, "tokens_out"),
@@ -551,7 +619,7 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
             "index": r.index, "status": r.status.value, "metrics": dict(r.metrics),
             "reason": r.reason, "exit_code": r.exit_code, "wall_s": r.wall_s,
             "slot": r.slot, "gpus": gpus.get(r.slot, 0),
-            "stdout_path": _rel(target, r.stdout_path), "stderr_path": _rel(target, r.stderr_path),
+            "stdout_path": _rel(root, r.stdout_path), "stderr_path": _rel(root, r.stderr_path),
             "stdout": tail(r.stdout_path, tail_bytes) if r.stdout_path and tail_bytes else None,
             "stderr": tail(r.stderr_path, tail_bytes) if r.stderr_path and tail_bytes else None,
         })
@@ -583,29 +651,26 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
     return out
 
 
-def _rel(target: Target, path: str) -> str:
-    """``path`` relative to the repository when it lies inside it (a string test: the report
-    asks this for every log file of every run)."""
-    if not path:
-        return ""
-    root = os.path.join(str(target.root), "")
-    return path[len(root):] if path.startswith(root) else path
+def _rel(root: str, path: str) -> str:
+    """``path`` relative to the repository (``root``, ending in a separator) when it lies
+    inside it (a string test: the report asks this for every log file of every run)."""
+    return path[len(root):] if path and path.startswith(root) else path
 
 
 def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
     """The static report's data: the overview plus every experiment's details, loaded in
     bulk (one query per table). Large journals keep their log text out (the paths stay)
     and cut long patches."""
-    data = status_data(target, journal)
+    exps = journal.experiments() if journal is not None else []
+    data = status_data(target, journal, exps)
     details: dict[str, Any] = {}
     if journal is not None:
-        exps = journal.experiments()
         large = len(exps) > REPORT_LOGS_LIMIT
         decisions = journal.decisions_of(None)
         blocks = journal.blocks_of(None)
         runs = journal.runs_of(None)
         gpus = slot_gpus(target, journal)
-        hyps = {h.id: h for h in journal.hypotheses()}
+        hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}  # shared by rows
         for e in exps:
             details[e.id] = _detail(target, journal, e, decisions.get(e.id, []),
                                     blocks.get(e.id, []), runs.get(e.id, []), gpus, hyps,

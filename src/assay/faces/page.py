@@ -15,6 +15,8 @@ from typing import Any
 
 from .data import dumps
 
+DETAIL_CHUNK = 500  # experiments' details per packed tag of a report
+
 
 @cache
 def asset(name: str) -> str:
@@ -63,13 +65,20 @@ def render(*, title: str, subtitle: str, config: dict[str, Any], data: Any,
     live_box = ('<span class="live" id="live"><span class="dot"></span><span>connecting…</span>'
                 '</span>' if live else "")
     if packed and isinstance(data, dict) and "details" in data:
-        # The experiments' details in a tag of their own, unpacked after the page is drawn
-        # (most of a large report's bytes; nothing on the first screen needs them).
+        # The experiments' details (most of a large report's bytes; nothing on the first
+        # screen needs them) in chunks of DETAIL_CHUNK experiments, in the table's order,
+        # each in a tag of its own that app.js unpacks when one of them is opened.
         data = dict(data)
         details = data.pop("details")
-        data_tag = (f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
-                    '</script>\n<script id="assay-details" type="application/gzip+base64">'
-                    f'{_packed(details)}</script>')
+        ids = [r["id"] for r in data.get("experiments", [])]
+        config = config | {"detail_chunk": DETAIL_CHUNK}
+        tags = [f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
+                '</script>']
+        for k in range(0, len(ids), DETAIL_CHUNK):
+            part = {i: details[i] for i in ids[k:k + DETAIL_CHUNK] if i in details}
+            tags.append(f'<script id="assay-details-{k // DETAIL_CHUNK}" '
+                        f'type="application/gzip+base64">{_packed(part)}</script>')
+        data_tag = "\n".join(tags)
     elif packed:
         data_tag = (f'<script id="assay-data" type="application/gzip+base64">{_packed(data)}'
                     '</script>')

@@ -31,8 +31,8 @@ from ..errors import AssayError
 from ..journal import Journal
 from . import page, report
 from .data import (
+    Overview,
     changes,
-    cost_summary,
     dumps,
     experiment_data,
     lock_state,
@@ -58,7 +58,7 @@ class Pages:
         self.target = target
         self.poll_ms = poll_ms
         self._lock = threading.Lock()
-        self._cache: tuple[Any, dict[str, Any]] | None = None
+        self._cache: tuple[Any, Overview] | None = None
 
     def _key(self, journal: Journal) -> Any:
         return journal.change_key()
@@ -72,12 +72,12 @@ class Pages:
             with self._lock:
                 cached = self._cache
             if cached is not None and cached[0] == key:
-                data = dict(cached[1])
+                data = dict(cached[1].data)
                 data["lock"] = lock_state(self.target)
                 return data
             data = status_data(self.target, journal)
             with self._lock:
-                self._cache = (key, data)
+                self._cache = (key, Overview(data))
             return data
         finally:
             if journal is not None:
@@ -85,7 +85,8 @@ class Pages:
 
     def status_since(self, since: str) -> dict[str, Any]:
         """What changed after version ``since``: the changed rows and chart points, plus the
-        small summary (counts, best, cost, events). Nothing here reads every experiment."""
+        small summary (counts, best, cost, events). Nothing here reads or walks every
+        experiment: the cached overview folds the changed rows in."""
         after = parse_version(since)
         journal = open_readonly(self.target)
         if journal is None or after is None:
@@ -99,53 +100,31 @@ class Pages:
                 journal.close()
                 journal = None
                 return self.status()
-            base = cached[1]
             version = version_of(journal)
             if version == since:
                 return {"since": since, "version": version, "rows": [], "points": [],
                         "lock": lock_state(self.target)}
-            kept_steps = [(r["seq"], r["value"]) for r in base["experiments"]
-                          if r["state"] == "kept" and r["value"] is not None]
-            delta = changes(self.target, journal, after, kept_steps, base["baseline"])
-            # Fold the changes into the cached overview, so later full loads stay current.
-            rows = {r["id"]: r for r in base["experiments"]}
-            totals = {k: float(base["cost"].get(k) or 0.0)
-                      for k in ("run_hours", "gpu_hours", "cpu_seconds")}
-            for r in delta["rows"]:  # the changed experiments' runs, old ones taken out
-                for k in totals:
-                    totals[k] += r[k] - (rows[r["id"]][k] if r["id"] in rows else 0.0)
-            fresh = [r for r in delta["rows"] if r["id"] not in rows]
-            for r in delta["rows"]:
-                rows[r["id"]] = r
-            ordered = base["experiments"] + fresh if fresh else base["experiments"]
-            merged = [rows[r["id"]] for r in ordered]
-            counts: dict[str, int] = {}
-            for r in merged:
-                counts[r["state"]] = counts.get(r["state"], 0) + 1
-            best = base["baseline"]
-            for r in merged:
-                if r["state"] == "kept" and r["value"] is not None:
-                    best = r["value"]
-            cost = cost_summary(merged, totals)
             events = [{"id": e.id, "ts": e.ts, "kind": e.kind,
                        "experiment_id": e.experiment_id, "message": e.message}
                       for e in journal.recent_events(12)]
             inc = journal.incumbent()
-            new = dict(base)
-            new.update(experiments=merged, counts=counts, best=best, version=version,
-                       events=events, cost=cost)
-            with self._lock:
-                self._cache = (self._key(journal), new)
+            key = self._key(journal)
+            with self._lock:  # one fold at a time, on the latest overview
+                overview = (self._cache or cached)[1]
+                baseline = overview.data["baseline"]
+                delta = changes(self.target, journal, after, overview.kept_steps(), baseline)
+                new = overview.fold(delta["rows"], version, events)
+                self._cache = (key, overview)
             return {"since": since, "version": version, "rows": delta["rows"],
-                    "points": delta["points"], "counts": counts, "best": best,
-                    "baseline": base["baseline"],
-                    "improvement": improvement(base["baseline"], best,
+                    "points": delta["points"], "counts": new["counts"], "best": new["best"],
+                    "baseline": baseline,
+                    "improvement": improvement(baseline, new["best"],
                                                self.target.metric.direction),
                     "incumbent": None if inc is None else {
                         "commit": inc.commit, "params": dict(inc.params),
                         "experiment": inc.experiment_id},
-                    "events": events, "cost": cost, "lock": lock_state(self.target),
-                    "total": len(merged)}
+                    "events": events, "cost": new["cost"], "lock": lock_state(self.target),
+                    "total": len(new["experiments"])}
         finally:
             if journal is not None:
                 journal.close()

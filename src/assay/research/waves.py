@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .store import ResearchJournal
 
 WAVE_META = "research.wave"
+WAVE_SHARE = 50  # a large journal re-ranks after each fiftieth more decided experiments
 MIN_SAME = 2  # changes of one kind within noise on one hot spot that make a lesson
 
 _MEMORY = re.compile(
@@ -160,21 +161,27 @@ def lessons(journal: ResearchJournal, target: Target) -> list[Lesson]:
 def after_wave(target: Target, journal: ResearchJournal) -> bool:
     """Re-rank after a wave: lessons into the brief, scores into the journal.
 
-    Cheap when nothing new was decided (one count) or research never ran; True when the
-    brief was rewritten.
+    Cheap when research never ran (one file lookup) or too little was decided since the
+    last re-rank (one count). A wave is one decision while the journal is small, and a
+    fiftieth of the decided experiments when it is large (a re-rank reads every decided
+    experiment, so its cost per experiment stays bounded). True when the brief was
+    rewritten.
     """
     from .brief import ResearchHypothesis, choose, render_hypotheses, render_lessons, score_all
     from .store import read_brief, write_brief
 
-    counts = journal.state_counts()  # one indexed count, on every ask of the loop
+    last = last_research(target)
+    if last is None:
+        return False
+    counts = journal.state_counts()  # one indexed count
     decided = (counts.get(ExperimentState.KEPT.value, 0)
                + counts.get(ExperimentState.DISCARDED.value, 0))
-    if journal.get_meta(WAVE_META, 0) == decided:
+    before = int(journal.get_meta(WAVE_META, 0))
+    if decided - before < max(1, before // WAVE_SHARE):
         return False
     journal.set_meta(WAVE_META, decided)
-    last = last_research(target)
     brief = read_brief(target)
-    if last is None or not brief:
+    if not brief:
         return False
     known = {f.name for f in ResearchHypothesis.__dataclass_fields__.values()}
     hyps = [ResearchHypothesis(**{k: tuple(v) if isinstance(v, list) else v  # type: ignore[arg-type]

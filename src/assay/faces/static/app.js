@@ -596,23 +596,31 @@
 
   function detailNode(id) {
     var r = (data.experiments || []).filter(function (e) { return e.id === id; })[0];
-    if (!r || (data.details && !data.details[id])) return null;
+    if (!r) return null;
     var node = el("details", { cls: "exp", id: id },
       el("summary", null, el("b", { text: r.id }), " ", badge(r.state), " ", r.hypothesis,
          r.effect === null ? "" : " — effect " + pct(r.effect) + " " + interval(r.lo, r.hi)));
     node.addEventListener("toggle", function () {  // the body is drawn when first opened
-      if (node.open && !node.dataset.built) { node.dataset.built = "1"; withDetails(function () { if (data.details[id]) node.appendChild(experimentBody(data.details[id])); }); }
+      if (node.open && !node.dataset.built) { node.dataset.built = "1"; withDetail(id, function (x) { node.appendChild(experimentBody(x)); }); }
     });
     return node;
   }
-  // A large report keeps the details in a tag of their own, unpacked once the page is drawn.
-  var detailsReady = null;
-  function withDetails(fn) {
-    if (data.details) { fn(); return; }
-    var tag = document.getElementById("assay-details");
+  // The report keeps the experiments' details in packed chunks of cfg.detail_chunk
+  // experiments (in the table's order), each unpacked the first time one of its
+  // experiments is opened: a large report's page never parses them all.
+  var chunks = {}, positions = null;
+  function withDetail(id, fn) {
+    if (data.details) { if (data.details[id]) fn(data.details[id]); return; }
+    if (!positions) {
+      positions = {};
+      (data.experiments || []).forEach(function (r, i) { positions[r.id] = i; });
+    }
+    if (positions[id] === undefined || !cfg.detail_chunk) return;
+    var k = Math.floor(positions[id] / cfg.detail_chunk);
+    var tag = document.getElementById("assay-details-" + k);
     if (!tag) return;
-    if (!detailsReady) detailsReady = unpack(tag.textContent).then(function (text) { data.details = JSON.parse(text); });
-    detailsReady.then(fn).catch(fail);
+    if (!chunks[k]) chunks[k] = unpack(tag.textContent).then(function (text) { return JSON.parse(text); });
+    chunks[k].then(function (part) { if (part[id]) fn(part[id]); }).catch(fail);
   }
   function openDetail(id, scroll) {
     var d = document.getElementById(id);
@@ -622,7 +630,7 @@
       document.getElementById("details").appendChild(d);
     }
     d.open = true;
-    if (!d.dataset.built) { d.dataset.built = "1"; withDetails(function () { if (data.details[id]) d.appendChild(experimentBody(data.details[id])); }); }
+    if (!d.dataset.built) { d.dataset.built = "1"; withDetail(id, function (x) { d.appendChild(experimentBody(x)); }); }
     if (scroll) { d.scrollIntoView({ block: "start" }); history.replaceState(null, "", "#" + id); }
   }
 
@@ -734,7 +742,7 @@
     if (cfg.page === "experiment") renderExperimentPage();
     else {
       renderOverview(true);
-      if (cfg.mode === "report") { renderReportDetails(); hookDetails(); window.setTimeout(function () { withDetails(function () {}); }, 0); }
+      if (cfg.mode === "report") { renderReportDetails(); hookDetails(); }
     }
     view.version = cfg.page === "experiment" ? null : data.version;
     document.body.dataset.ready = "1";
