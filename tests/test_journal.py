@@ -180,6 +180,26 @@ def test_block_noise_lives_on_its_block_and_an_older_journal_moves_it_there(
     Journal.open(path, readonly=True).close()  # the seals still hold
 
 
+def test_lookups_by_experiment_use_the_experiment_index(tmp_path: Path) -> None:
+    """One experiment's blocks in some state are found through its own index, not through
+    the state index (every done block of the journal: the loop's cost grew with it)."""
+    j = _journal(tmp_path)
+    for _ in range(3):
+        exp = j.add_experiment(Candidate("abc", params={"x": j.count_experiments()}))
+        bid = j.add_block(exp.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
+        assert j.lease_block(bid, "s0", "me", 60) and j.record_block(_result(bid, exp.id))
+    seen: list[str] = []
+    j.conn.raw.set_trace_callback(seen.append)
+    try:
+        assert [b.state for b in j.blocks("e0002", (BlockState.DONE,))] == [BlockState.DONE]
+    finally:
+        j.conn.raw.set_trace_callback(None)
+    [sql] = [q for q in seen if "FROM blocks" in q]
+    plan = " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "blocks_experiment" in plan and "blocks_state" not in plan, plan
+    j.close()
+
+
 def test_readonly_open_of_missing_journal(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="no journal"):
         Journal.open(tmp_path / "none.sqlite", readonly=True)

@@ -519,6 +519,11 @@ class Journal:
     def count_experiments(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM experiments").fetchone()[0])
 
+    def last_seq(self) -> int:
+        """The newest experiment's ``seq`` (0 when there is none): one index lookup."""
+        return int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM experiments"
+                                     ).fetchone()[0])
+
     def experiment_ids(self) -> list[str]:
         """Every experiment's id, in order."""
         return [r[0] for r in self.conn.execute("SELECT id FROM experiments ORDER BY seq")]
@@ -578,7 +583,10 @@ class Journal:
             sql += " AND experiment_id = ?"
             args.append(exp_id)
         if states:
-            sql += f" AND state IN ({','.join('?' * len(states))})"
+            # With an experiment, its index finds its few blocks; `+state` keeps SQLite from
+            # choosing the state index instead (every done block of the journal).
+            column = "+state" if exp_id is not None else "state"
+            sql += f" AND {column} IN ({','.join('?' * len(states))})"
             args.extend(BlockState(s).value for s in states)
         sql += " ORDER BY created_at, seq"
         return [_block(r) for r in self.conn.execute(sql, args)]

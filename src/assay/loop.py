@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -142,7 +142,7 @@ class Loop:
         self.failed = ""
         self.session = SessionOptions()  # set by api.session: name, --from-head, --retry
         self._session_base = 0  # experiments in the journal when this session began
-        self._digests: set[str] = set()
+        self._digests: dict[str, None] = {}  # its keys() are the proposers' read-only view
         self._digest_seq = 0
         self.noise = Calibration(target, journal, executor, lambda: self.incumbent,
                                  lambda kind, msg: self.emit(kind, msg), self.fail)
@@ -237,7 +237,7 @@ class Loop:
         research = self.target.state_dir / "research.md"
         if research.exists():
             brief = research.read_text(errors="replace")
-        history = LazyHistory(self.journal.experiments, self.journal.count_experiments())
+        history = LazyHistory(self.journal.experiments, self.journal.last_seq())
         self._histories.append(weakref.ref(history))
         return ProposalContext(
             target=self.target, incumbent=inc, history=history,
@@ -247,13 +247,14 @@ class Loop:
             checkout=lambda name: self.ws.checkout(name, inc.commit),
             files=LazyFiles(lambda: self.ws.editable_files(inc.commit)))
 
-    def _tried_digests(self) -> frozenset[str]:
-        """Every digest in the journal, read incrementally (only experiments added since)."""
+    def _tried_digests(self) -> Set[str]:
+        """Every digest in the journal, read incrementally (only experiments added since),
+        as a read-only view (no copy of the whole set per ask)."""
         rows = self.journal.digests_after(self._digest_seq)
         if rows:
-            self._digests |= {digest for _, digest in rows}
+            self._digests.update(dict.fromkeys(digest for _, digest in rows))
             self._digest_seq = rows[-1][0]
-        return frozenset(self._digests)
+        return self._digests.keys()
 
     @property
     def incumbent(self) -> Incumbent:

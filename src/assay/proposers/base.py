@@ -14,7 +14,7 @@ tree; the loop validates every candidate (scope, protected paths, duplicates) af
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +69,8 @@ class ProposalContext:
     delta: float = 0.0
     research_brief: str = ""
     hypotheses: Sequence[Hypothesis] = ()
-    tried_digests: frozenset[str] = frozenset()
+    # Every digest in the journal (a read-only view the loop keeps current: no copy per ask).
+    tried_digests: Set[str] = frozenset()
     # Returns a clean checkout of the incumbent, for proposers that read or edit files.
     checkout: Callable[[str], Path] | None = None
     files: Mapping[str, str] = field(default_factory=dict)  # editable files at the incumbent

@@ -109,7 +109,8 @@ class SweepProposer(Proposer):
         import optuna
 
         out: list[Candidate] = []
-        tried = set(context.tried_digests)
+        tried = context.tried_digests  # a view of the journal's: not copied per ask
+        added: set[str] = set()  # this call's own
         attempts = 0
         while len(out) < n and attempts < 20 * max(n, 1) and not self._exhausted:
             attempts += 1
@@ -118,18 +119,18 @@ class SweepProposer(Proposer):
                     self._exhausted = True
                     break
                 point = self._grid.pop(0)
-                if patch_digest("", point) in tried:
+                if patch_digest("", point) in tried or patch_digest("", point) in added:
                     continue
-                tried.add(patch_digest("", point))
+                added.add(patch_digest("", point))
                 out.append(self._candidate(context, point, None))
                 continue
             trial = self.study.ask(self.dists)
             params: dict[str, ParamValue] = dict(trial.params)
             digest = patch_digest("", params)
-            if digest in tried:  # sampled before: tell the sampler so it moves on
+            if digest in tried or digest in added:  # sampled before: the sampler moves on
                 self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 continue
-            tried.add(digest)
+            added.add(digest)
             self._open[trial.number] = trial
             out.append(self._candidate(context, params, trial.number))
         return out
