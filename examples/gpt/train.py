@@ -28,6 +28,8 @@ DEPTH = 8  # transformer blocks
 MODEL_DIM = 512  # width, rounded up to a multiple of HEAD_DIM
 HEAD_DIM = 128
 VALUE_EMBEDS = True  # per-token value embeddings mixed into every other layer's values
+EMBED_DTYPE = "bfloat16"  # token and value tables on a GPU, "bfloat16" or "float32"; bf16
+# tables make the residual stream bf16 too (a CPU run, without autocast, stays in float32)
 LR_MULT = 1.0  # multiplies every learning rate below
 MATRIX_LR = 0.04  # Muon, for the blocks' weight matrices
 EMBED_LR = 0.6  # Adam, token and value embeddings (scaled by (768 / width) ** 0.5)
@@ -38,6 +40,7 @@ WARMUP_FRAC = 0.0  # share of the budget spent warming the learning rate up
 WARMDOWN_FRAC = 0.5  # share of the budget at the end spent decaying it to zero
 LOGIT_CAP = 15.0
 COMPILE = "full"  # "none", "optimizer" (the fused optimizer steps only) or "full"
+MUON_BATCHED = True  # one Muon call (one graph) for all shapes, not one call per shape
 ATTENTION = "auto"  # "auto", "cudnn", "flash", "efficient" or "math"
 SEED = 42
 # ----------------------------------------------------------------------------------------
@@ -183,7 +186,8 @@ class GPT(nn.Module):
         inside the model lets a compiled model fuse it with the output layer)."""
         t = idx.size(1)
         cos, sin = self.cos[:, :t], self.sin[:, :t]
-        x = x0 = norm(self.embed(idx))
+        # the cast keeps bf16 tables' stream in bf16 where autocast runs rms_norm in fp32
+        x = x0 = norm(self.embed(idx)).to(self.embed.weight.dtype)
         for i, blk in enumerate(self.blocks):
             x = self.keep[i] * x + self.skip[i] * x0
             key = str(i)
@@ -219,17 +223,43 @@ def zeropower(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
     return x.mT if tall else x
 
 
-def muon_step(params: list[torch.Tensor], grads: list[torch.Tensor], buf: torch.Tensor,
-              second: torch.Tensor, lr: torch.Tensor, momentum: torch.Tensor,
+def orthogonalise(gs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``zeropower`` of each stack; stacks whose matrices have the same shape up to a
+    transpose (an MLP's fc and out) share one batched Newton-Schulz call."""
+    tall = [g.size(-2) > g.size(-1) for g in gs]
+    wide = [g.mT if t else g for g, t in zip(gs, tall, strict=True)]
+    done: dict[int, torch.Tensor] = {}
+    for shape in dict.fromkeys(w.shape[-2:] for w in wide):
+        idx = [i for i, w in enumerate(wide) if w.shape[-2:] == shape]
+        x = zeropower(torch.cat([wide[i] for i in idx]) if len(idx) > 1 else wide[idx[0]])
+        for i, part in zip(idx, torch.split(x, [wide[i].size(0) for i in idx]), strict=True):
+            done[i] = part.mT if tall[i] else part
+    return [done[i] for i in range(len(gs))]
+
+
+# (params, grads, momentum buffer, second-moment buffer) of same-shape matrices
+MuonGroup = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, torch.Tensor]
+
+
+def muon_step(groups: list[MuonGroup], lr: torch.Tensor, momentum: torch.Tensor,
               decay: torch.Tensor, beta2: float = 0.95) -> None:
-    """Nesterov momentum, orthogonalised; then each output row (or column, for wide
-    matrices) is rescaled by a running RMS of its own updates, keeping the update's
-    overall norm; decay applies only where update and weight agree in sign."""
-    g = torch.stack(grads)
+    """Per group: Nesterov momentum, orthogonalised; then each output row (or column, for
+    wide matrices) is rescaled by a running RMS of its own updates, keeping the update's
+    overall norm; decay applies only where update and weight agree in sign. One call takes
+    one group or all of them (``MUON_BATCHED``); the math is the same."""
+    gs = []
+    for _, grads, buf, _ in groups:
+        g = torch.stack(grads)
+        buf.lerp_(g, 1 - momentum)
+        gs.append(g.lerp(buf, momentum))
+    for (params, _, _, second), orth in zip(groups, orthogonalise(gs), strict=True):
+        _muon_update(params, orth.float(), second, lr, decay, beta2)
+
+
+def _muon_update(params: list[torch.Tensor], update: torch.Tensor, second: torch.Tensor,
+                 lr: torch.Tensor, decay: torch.Tensor, beta2: float) -> None:
     w = torch.stack(params)
-    buf.lerp_(g, 1 - momentum)
-    update = zeropower(g.lerp(buf, momentum)).float()
-    rows, cols = g.shape[-2:]
+    rows, cols = w.shape[-2:]
     axis = -1 if rows >= cols else -2
     ms = update.square().mean(dim=axis, keepdim=True)
     second.lerp_(ms, 1 - beta2)
@@ -239,7 +269,7 @@ def muon_step(params: list[torch.Tensor], grads: list[torch.Tensor], buf: torch.
     update = scaled * ratio * max(1.0, rows / cols) ** 0.5
     agree = (update * w) >= 0
     new = w - lr * (update + decay * w * agree)
-    torch._foreach_copy_(params, list(new.to(g.dtype).unbind(0)))
+    torch._foreach_copy_(params, list(new.to(w.dtype).unbind(0)))
 
 
 def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor],
@@ -247,6 +277,7 @@ def adam_step(params: list[torch.Tensor], grads: list[torch.Tensor],
               lr: torch.Tensor, beta1: float = 0.8, beta2: float = 0.95,
               eps: float = 1e-10) -> None:
     for p, g, mi, vi in zip(params, grads, m, v, strict=True):
+        g = g.float()  # the moments are float32 whatever the parameter's dtype
         mi.lerp_(g, 1 - beta1)
         vi.lerp_(g.square(), 1 - beta2)
         mhat = mi / (1 - beta1**step)
@@ -273,8 +304,8 @@ class Optimizer:
             ([model.keep], "keep", SCALAR_LR * 0.01, 0.8),
             ([model.skip], "skip", SCALAR_LR, 0.96),
         ]
-        self.m = [[torch.zeros_like(p) for p in ps] for ps, *_ in self.adam]
-        self.v = [[torch.zeros_like(p) for p in ps] for ps, *_ in self.adam]
+        self.m = [[torch.zeros_like(p, dtype=torch.float32) for p in ps] for ps, *_ in self.adam]
+        self.v = [[torch.zeros_like(p, dtype=torch.float32) for p in ps] for ps, *_ in self.adam]
         self.step_t = torch.zeros((), device=dev)
         names = ["matrix", "momentum", "decay"] + [name for _, name, *_ in self.adam]
         self.t = {name: torch.zeros((), device=dev) for name in names}
@@ -286,10 +317,11 @@ class Optimizer:
         self.t["matrix"].fill_(MATRIX_LR * LR_MULT * scale)
         self.t["momentum"].fill_(0.85 + 0.10 * min(step / 300, 1.0))
         self.t["decay"].fill_(WEIGHT_DECAY * (1.0 - progress))
-        for shape, ps in self.groups.items():
-            self.muon([p.data for p in ps], [p.grad for p in ps],  # type: ignore[misc]
-                      self.bufs[shape], self.second[shape], self.t["matrix"],
-                      self.t["momentum"], self.t["decay"])
+        groups: list[MuonGroup] = [
+            ([p.data for p in ps], [p.grad for p in ps],  # type: ignore[misc]
+             self.bufs[shape], self.second[shape]) for shape, ps in self.groups.items()]
+        for batch in [groups] if MUON_BATCHED else [[g] for g in groups]:
+            self.muon(batch, self.t["matrix"], self.t["momentum"], self.t["decay"])
         for (ps, name, lr, beta1), m, v in zip(self.adam, self.m, self.v, strict=True):
             self.t[name].fill_(lr * LR_MULT * scale)
             self.adam_fn([p.data for p in ps], [p.grad for p in ps],  # type: ignore[misc]
@@ -338,11 +370,16 @@ def main() -> None:
     attention = set_attention(pick_attention(device, ATTENTION), device)
     if COMPILE not in ("none", "optimizer", "full"):
         raise SystemExit(f"COMPILE must be none, optimizer or full, not {COMPILE!r}")
+    if EMBED_DTYPE not in ("bfloat16", "float32"):
+        raise SystemExit(f"EMBED_DTYPE must be bfloat16 or float32, not {EMBED_DTYPE!r}")
 
     dim = math.ceil(MODEL_DIM / HEAD_DIM) * HEAD_DIM
     with torch.device(device):
         model = GPT(data.vocab_size, dim, DEPTH, HEAD_DIM, seq_len)
     model.init_weights()
+    if cuda:  # autocast runs the blocks in bf16; the tables follow EMBED_DTYPE
+        model.embed.to(getattr(torch, EMBED_DTYPE))
+        model.values.to(getattr(torch, EMBED_DTYPE))
     opt = Optimizer(model, compiled=COMPILE in ("optimizer", "full"))
     fwd = torch.compile(model, dynamic=False) if COMPILE == "full" else model
     n_params = sum(q.numel() for q in model.parameters())
