@@ -777,7 +777,7 @@ class Loop:
 
     def summary(self) -> Summary:
         cal = self.journal.get_meta("calibration") or {}
-        p = progress(self.journal.experiments(), cal.get("baseline"))
+        p = progress(self.journal.experiments(patches=False), cal.get("baseline"))
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
                        failed=self.failed)

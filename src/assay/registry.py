@@ -78,7 +78,7 @@ def _sweep(target: Target, journal: Journal) -> Proposer:
     from .proposers.sweep import SweepProposer
 
     sweep = SweepProposer.from_target(target)
-    sweep.replay(journal.experiments())
+    sweep.replay(journal.experiments(patches=False))
     return sweep
 
 
@@ -86,7 +86,7 @@ def _queue(target: Target, journal: Journal) -> Proposer:
     from .proposers.queue import QueueProposer
 
     queue = QueueProposer.from_target(target)
-    queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments()
+    queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments(patches=False)
                       if e.candidate.proposer == "queue"})
     return queue
 

@@ -124,7 +124,7 @@ def test_a_scripted_wave_reranks_toward_cutting_memory_traffic(tmp_path: Path) -
         {"hot_path": hot_path_rows(ev), "hypotheses": []}))
 
     class Journalish:
-        def experiments(self, states: object = None) -> list[Experiment]:
+        def experiments(self, states: object = None, patches: bool = True) -> list[Experiment]:
             return [
                 _exp(1, "Vectorize the soft_max exp with AVX2 intrinsics",
                      ExperimentState.DISCARDED, -0.01, 0.012),

@@ -97,7 +97,8 @@ def log(target: Target, last: int = 20, state: str | None = None) -> list[dict[s
         raise AssayError(f"log: unknown state {state!r}; valid: {', '.join(valid)}")
     journal = _read(target)
     try:
-        exps = journal.experiments([ExperimentState(state)] if state else None)
+        exps = journal.experiments([ExperimentState(state)] if state else None,
+                                   patches=False)
         return [_brief(journal, e) for e in exps[-last:] if last > 0]
     finally:
         journal.close()
@@ -107,7 +108,7 @@ def best(target: Target) -> dict[str, Any]:
     journal = _read(target)
     try:
         inc = journal.incumbent()
-        kept = journal.experiments([ExperimentState.KEPT])
+        kept = journal.experiments([ExperimentState.KEPT], patches=False)
         data = status_data(target, journal)
         return {"metric": data["metric"], "baseline": data["baseline"], "best": data["best"],
                 "improvement": data.get("improvement"),

@@ -117,7 +117,8 @@ def lessons(journal: ResearchJournal, target: Target) -> list[Lesson]:
              if h.get("id") is not None}
     groups: dict[tuple[str, str, str], list[Experiment]] = {}
     spots: dict[str, dict[str, Any]] = {}
-    for e in journal.experiments((ExperimentState.KEPT, ExperimentState.DISCARDED)):
+    for e in journal.experiments((ExperimentState.KEPT, ExperimentState.DISCARDED),
+                                 patches=False):
         kind = classify(e.candidate.hypothesis)
         if not kind:
             continue
