@@ -244,3 +244,51 @@ def test_a_replacement_node_is_calibrated_before_it_measures(tmp_path: Path) -> 
     assert any(k == "calibrated" and m.startswith(f"slot {fresh} calibrated") for k, m in events)
     assert all(e.state.is_finished() for e in journal.experiments())
     assert launcher.downed[0] == "f-w1" and "f-w2" in launcher.downed
+
+
+FLAKY_RAY = """#!{python}
+import socket, sys, time
+from pathlib import Path
+marker = Path({marker!r})
+failures = int(marker.read_text()) if marker.exists() else 0
+if failures < {fail}:
+    marker.write_text(str(failures + 1))
+    print("head failed to start: scripted failure", failures + 1, flush=True)
+    sys.exit(1)
+port = int(sys.argv[sys.argv.index("--port") + 1])
+s = socket.socket()
+s.bind(("127.0.0.1", port))
+s.listen()
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("fail", [1, 2])
+def test_a_head_that_exits_while_starting_gets_one_more_try(tmp_path: Path, fail: int) -> None:
+    """A local head that exits while starting (a busy machine) is started once more on a
+    fresh port; a second failure is reported with the end of the node's log."""
+    import sys
+
+    script = tmp_path / "ray"
+    script.write_text(FLAKY_RAY.format(python=sys.executable, marker=str(tmp_path / "n"),
+                                       fail=fail))
+    script.chmod(0o755)
+
+    class Scripted(LocalLauncher):
+        def _ray(self) -> str:
+            return str(script)
+
+    launcher = Scripted(_cfg(tmp_path / "repo", ""), start_timeout_s=30)
+    try:
+        if fail == 2:
+            with pytest.raises(ExecutorError, match=r"exited while starting.*scripted failure 2"):
+                launcher.launch("h", NodeSpec("head", 1))
+            assert launcher.launched == []
+        else:
+            info = launcher.launch("h", NodeSpec("head", 1))
+            assert info.ray_address.startswith("127.0.0.1:") and launcher.launched == ["h"]
+            log = (launcher.temp / "h.log").read_text()
+            assert "--- attempt 1" in log and "--- attempt 2" in log
+            assert "scripted failure 1" in log
+    finally:
+        launcher.down("h")

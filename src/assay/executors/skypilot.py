@@ -349,6 +349,34 @@ class LocalLauncher(Launcher):
         with self._lock:
             if name in self._procs and self._procs[name].poll() is None:
                 return self._info[name]
+        attempts = 2 if node.role == "head" else 1
+        for attempt in range(1, attempts + 1):
+            proc, port = self._start(name, node, attempt)
+            if node.role != "head":
+                info = ClusterInfo(name, "UP")
+                break
+            try:
+                self._wait_port(port, proc, name)
+            except ExecutorError:
+                # A head that exits while starting on a busy machine (a port taken between
+                # choosing and binding it, a start-up deadline inside Ray) gets one more
+                # try on a fresh port and temp dir; the second failure is reported.
+                kill_process_tree(proc.pid)
+                if attempt == attempts:
+                    raise
+                continue
+            addr = f"127.0.0.1:{port}"
+            info = ClusterInfo(name, "UP", ray_address=addr, driver_address=addr)
+            break
+        with self._lock:
+            self._procs[name] = proc
+            self._info[name] = info
+            self.launched.append(name)
+        return info
+
+    def _start(self, name: str, node: NodeSpec, attempt: int
+               ) -> tuple[subprocess.Popen[bytes], int]:
+        """One ``ray start`` of a node, and its port (0 for a worker node)."""
         res = json.dumps({self.cfg.slot_resource: node.slots})
         labels = f"{CLUSTER_LABEL}={name}"
         cmd = [self._ray(), "start", "--block", "--node-ip-address", "127.0.0.1",
@@ -357,35 +385,38 @@ class LocalLauncher(Launcher):
         port = 0
         if node.role == "head":
             port = _free_port()
-            cmd += ["--head", "--port", str(port), "--temp-dir", str(self.temp / "t"),
+            cmd += ["--head", "--port", str(port), "--temp-dir", str(self.temp / f"t{attempt}"),
                     "--include-dashboard", "false"]
         else:
             cmd += ["--address", node.head_address]
-        with open(self.temp / f"{name}.log", "wb") as log:
+        with open(self.temp / f"{name}.log", "ab") as log:
+            log.write(f"--- attempt {attempt}: {' '.join(cmd)}\n".encode())
+            log.flush()
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=self.env)
-        info = ClusterInfo(name, "UP")
-        if node.role == "head":
-            addr = f"127.0.0.1:{port}"
-            self._wait_port(port, proc, name)
-            info = ClusterInfo(name, "UP", ray_address=addr, driver_address=addr)
-        with self._lock:
-            self._procs[name] = proc
-            self._info[name] = info
-            self.launched.append(name)
-        return info
+        return proc, port
 
     def _wait_port(self, port: int, proc: subprocess.Popen[bytes], name: str) -> None:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise ExecutorError(f"local node {name} exited while starting "
-                                    f"(log: {self.temp / name}.log)")
+                raise ExecutorError(f"local node {name} exited while starting (exit "
+                                    f"{proc.returncode}; its log {self.temp / name}.log ends: "
+                                    f"{self._log_tail(name)})")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     return
             time.sleep(0.2)
-        raise ExecutorError(f"local node {name} did not start in {self.start_timeout_s:g}s")
+        raise ExecutorError(f"local node {name} did not start in {self.start_timeout_s:g}s "
+                            f"(its log {self.temp / name}.log ends: {self._log_tail(name)})")
+
+    def _log_tail(self, name: str, lines: int = 3) -> str:
+        """The last lines of a node's log on one line (the log's folder is temporary)."""
+        try:
+            text = (self.temp / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return " | ".join(ln.strip() for ln in text.strip().splitlines()[-lines:]) or "(empty)"
 
     def down(self, name: str) -> None:
         with self._lock:
