@@ -13,7 +13,15 @@ from assay.decision import DecisionContext
 from assay.model import BlockKind, Direction, Pair, Role, RunResult, RunStatus, Verdict
 from assay.stats import SequentialRule
 from assay.stats.bounds import efficacy_bounds, planned_looks
-from assay.stats.noise import WINDOW, block_samples, changes, resolvable, track
+from assay.stats.noise import (
+    MIN_OWN,
+    WINDOW,
+    block_samples,
+    changes,
+    quarantine_limit,
+    resolvable,
+    track,
+)
 from assay.stats.unbiased import median_unbiased
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=40, min_pairs=2,
@@ -57,6 +65,27 @@ def test_quarantine_follows_the_current_estimate_and_releases() -> None:
     released = track(calm, SPEC, st.quarantined)
     assert not released.quarantined
     assert any("released from quarantine" in c for c in changes(st, released, SPEC))
+
+
+def test_few_samples_need_a_wider_gap_to_quarantine_a_slot() -> None:
+    """Three slots of equal noise, checked after every block as the loop does: a slot's
+    scale from a handful of samples swings widely, so a plain 3x limit quarantined a
+    healthy slot in several runs of a hundred; a slot far noisier is still caught at once."""
+    assert quarantine_limit(MIN_OWN - 1) == math.inf
+    assert quarantine_limit(MIN_OWN) > quarantine_limit(8) > quarantine_limit(12) == 3.0
+    rng = np.random.default_rng(11)
+    healthy = 0
+    for _ in range(200):
+        samples = {s: list(0.004 * rng.standard_normal(MIN_OWN)) for s in ("s0", "s1", "s2")}
+        for block in range(24):
+            if track(samples, SPEC).quarantined:
+                healthy += 1
+                break
+            samples[f"s{block % 3}"] += list(0.004 * rng.standard_normal(2))
+    assert healthy <= 4, f"{healthy} of 200 runs quarantined a slot as noisy as its peers"
+    loud = {s: list(0.004 * rng.standard_normal(MIN_OWN)) for s in ("s0", "s1")}
+    loud["s2"] = list(0.1 * rng.standard_normal(MIN_OWN))  # 25x: no need to wait
+    assert set(track(loud, SPEC).quarantined) == {"s2"}
 
 
 def test_a_share_of_slow_runs_does_not_move_the_estimate() -> None:

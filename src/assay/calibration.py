@@ -181,6 +181,11 @@ class Calibration:
                                       after.raw.get(slot.name), True,
                                       after.quarantined[slot.name])
                 self.executor.quarantine(slot.name)
+            elif slot.name == result.slot and slot.name not in after.quarantined \
+                    and slot.name not in self.fresh and slot.name in after.noise:
+                # the slot's row shows its current estimate, not the one from calibration
+                self.journal.set_slot(slot.name, slot.host, slot.gpus,
+                                      after.noise[slot.name], False, "")
 
     def queue(self) -> None:
         """Queue A/A blocks on every slot (once per run)."""
