@@ -88,6 +88,21 @@ def test_few_samples_need_a_wider_gap_to_quarantine_a_slot() -> None:
     assert set(track(loud, SPEC).quarantined) == {"s2"}
 
 
+def test_a_few_samples_do_not_collapse_the_scale() -> None:
+    """From four or six samples the low-quantile start can be tiny (two small samples
+    among six), and trimming at a few start scales then drops the rest: the scale came out
+    below a twentieth of the truth in one slot of a hundred, and that slot's pairs weighed
+    hundreds of times more than they should. The start is held to half the median-based
+    one below a dozen samples."""
+    from assay.stats.noise import SMALL, robust_scale
+
+    rng = np.random.default_rng(8)
+    for n in (4, 6, SMALL - 1):
+        got = np.array([robust_scale(list(rng.standard_normal(n))) for _ in range(4000)])
+        assert np.quantile(got, 0.01) > 0.15, n
+        assert 0.8 < np.median(got) < 1.1, n
+
+
 def test_a_share_of_slow_runs_does_not_move_the_estimate() -> None:
     rng = np.random.default_rng(6)
     clean = 0.01 * rng.standard_normal(WINDOW)
