@@ -8,7 +8,9 @@ tests ask a decision about, so a decision comes out the same on a quiet or a bus
 
 :data:`DRAW` is Python source to paste into a benchmark script; it defines ``draw()``, which
 returns the next factor of the sequence. The sequence's counter lives in the target's
-``.assay`` folder (found from the working directory), shared by every slot.
+``.assay`` folder (found from the working directory), shared by every slot; a slot pinned
+to a GPU (``CUDA_VISIBLE_DEVICES``) has a sequence of its own, so what each GPU's slot
+measures does not depend on how blocks happen to interleave between them.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ JITTER = 0.005
 
 DRAW = f'''
 def draw():
-    import fcntl, pathlib, random
+    import fcntl, os, pathlib, random
     parts = pathlib.Path.cwd().parts
     if ".assay" in parts:
         state = pathlib.Path(*parts[:parts.index(".assay") + 1])
     else:
         state = pathlib.Path.cwd() / ".assay"
     state.mkdir(exist_ok=True)
-    with open(state / "bench-sequence", "a+") as fh:
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    with open(state / ("bench-sequence" + ("-gpu" + gpu if gpu else "")), "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         fh.seek(0)
         n = len(fh.read())
