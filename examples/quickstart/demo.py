@@ -20,26 +20,26 @@ DEST = HERE.parent.parent / ".demo" / "quickstart"
 SKIP = {".assay", "__pycache__", "demo.py"}
 
 
-def git(*args: str) -> None:
-    subprocess.run(["git", *args], cwd=DEST, check=True, capture_output=True)
+def prepare(dest: Path = DEST) -> Path:
+    """A fresh git repository at ``dest`` holding the quickstart as shipped."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=assay demo", "-c", "user.email=demo@localhost",
+                        *args], cwd=dest, check=True, capture_output=True)
 
-
-def prepare() -> Path:
-    if DEST.exists():
-        shutil.rmtree(DEST)
-    DEST.mkdir(parents=True)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
     for item in HERE.iterdir():
         if item.name in SKIP:
             continue
         if item.is_dir():
-            shutil.copytree(item, DEST / item.name, ignore=shutil.ignore_patterns(*SKIP))
+            shutil.copytree(item, dest / item.name, ignore=shutil.ignore_patterns(*SKIP))
         else:
-            shutil.copy2(item, DEST / item.name)
+            shutil.copy2(item, dest / item.name)
     git("init", "-q", "-b", "main")
-    git("-c", "user.name=assay demo", "-c", "user.email=demo@localhost", "add", "-A")
-    git("-c", "user.name=assay demo", "-c", "user.email=demo@localhost", "commit", "-qm",
-        "quickstart: the target as shipped")
-    return DEST
+    git("add", "-A")
+    git("commit", "-qm", "quickstart: the target as shipped")
+    return dest
 
 
 def main() -> int:
