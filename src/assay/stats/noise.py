@@ -23,9 +23,10 @@ current estimate, never a frozen one:
   in). A slot with few samples of its own must be further off (:data:`QUARANTINE_LIMITS`):
   a scale from four samples swings widely, and with three slots of equal noise the plain
   3x limit, checked after every block, quarantined a healthy slot in about one run in
-  twelve (simulated with normal noise, 2,000 runs); the stepped limits do so in about one
-  in two hundred and still catch a slot 4x noisier than its peers by its twelfth sample in
-  96% of runs, one 10x noisier at once. A quarantined slot measures nothing more in the
+  twelve (simulated with normal noise, 2,000 runs); the stepped limits, with the
+  small-sample start of :func:`robust_scale`, do so in about one in three hundred and still
+  catch a slot 4x noisier than its peers by its twelfth sample in 96% of runs, one 10x
+  noisier at once. A quarantined slot measures nothing more in the
   journal; on a provisioned pool its node is replaced by a fresh one, which is calibrated
   before it measures anything.
 
