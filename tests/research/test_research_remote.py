@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,14 +76,36 @@ def test_answers_are_cached_on_disk(tmp_path: Path, http_server: Make) -> None:
     assert list(cache.glob("*.json"))
 
 
-def test_requests_are_spaced_by_the_rate_limit(tmp_path: Path, http_server: Make) -> None:
+def test_requests_are_spaced_by_the_rate_limit(tmp_path: Path, http_server: Make,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request starts at least ``min_interval_s`` after the one before, however long
+    the requests take. The client's clock is a fake one that its sleeps and its requests
+    move, so the spacing is exact whatever the machine's load (the server's receipt times
+    are not: a busy machine delays one receipt and not the next)."""
+    now = [1000.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    sent: list[float] = []
+    real = urllib.request.urlopen
+
+    def urlopen(*args: Any, **kwargs: Any) -> Any:
+        sent.append(now[0])
+        now[0] += 0.05  # the request's own time
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     srv = http_server([(200, {}, ATOM)])
-    client = ArxivClient(tmp_path / "c", base_url=f"{srv.url}/q", min_interval_s=0.3)
+    client = ArxivClient(tmp_path / "c", base_url=f"{srv.url}/q", min_interval_s=0.3,
+                         sleep=sleep, clock=lambda: now[0])
     client.search("one")
     client.search("two")
+    now[0] += 1.0  # a pause longer than the interval: no wait
     client.search("three")
-    gaps = [b - a for a, b in zip(srv.times, srv.times[1:], strict=False)]
-    assert len(gaps) == 2 and min(gaps) >= 0.28
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert len(srv.paths) == 3
+    assert gaps == [pytest.approx(0.3), pytest.approx(1.05)]
 
 
 def test_github_repository_search(tmp_path: Path, http_server: Make) -> None:

@@ -67,7 +67,8 @@ class HttpClient:
                  timeout_s: float = 20.0, retries: int = 4, backoff_s: float = 2.0,
                  max_wait_s: float = 60.0, ttl_s: float = 7 * 86400.0,
                  headers: Mapping[str, str] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.service = service
         self.cache_dir = cache_dir
         self.min_interval_s = min_interval_s
@@ -78,6 +79,7 @@ class HttpClient:
         self.ttl_s = ttl_s
         self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
         self.sleep = sleep
+        self.clock = clock
         self._last = 0.0
         self.requests = 0  # network requests made (not cache hits)
         self.waits: list[float] = []  # backoff waits, for reporting and tests
@@ -116,10 +118,10 @@ class HttpClient:
             return hit
         attempt = 0
         while True:
-            gap = self.min_interval_s - (time.monotonic() - self._last)
+            gap = self.min_interval_s - (self.clock() - self._last)
             if self._last and gap > 0:
                 self.sleep(gap)
-            self._last = time.monotonic()
+            self._last = self.clock()
             self.requests += 1
             try:
                 req = urllib.request.Request(url, headers=self.headers)
