@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE.parent / "examples" / "quickstart"))
 from demo import prepare  # noqa: E402
 
 from assay import api  # noqa: E402
+from assay.config import Target  # noqa: E402
 from assay.model import ExperimentState  # noqa: E402
 
 HOG = "while True:\n    pass\n"
@@ -43,9 +44,8 @@ FINISHED = (ExperimentState.KEPT, ExperimentState.DISCARDED, ExperimentState.INV
             ExperimentState.CRASHED)
 
 
-def finished(root: Path) -> int:
+def finished(target: Target) -> int:
     """Experiments the run has finished so far (0 before its journal exists)."""
-    target = api.load(root)
     if not api.journal_path(target).exists():
         return 0
     journal = api.open_journal(target, readonly=True)
@@ -75,10 +75,11 @@ def main() -> int:
                                    stderr=subprocess.STDOUT, env=env)
             hogs: list[subprocess.Popen[bytes]] = []
             on = off = None
+            target = api.load(root)
             try:
                 while run.poll() is None:
                     time.sleep(0.5)
-                    if on is None and finished(root) >= args.start_after:
+                    if on is None and finished(target) >= args.start_after:
                         hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
                         on = time.time()
                         print(f"hog on at {on - t0:.0f} s, after {args.start_after} "
