@@ -8,7 +8,10 @@ import json
 import sqlite3
 import statistics
 
+from typer.testing import CliRunner
+
 from assay import api
+from assay.cli import app
 
 from .conftest import TinyFactory, git, patch_work
 
@@ -58,3 +61,13 @@ def test_expensive_calibration_history_and_baseline(tiny_target: TinyFactory) ->
     assert d2 is not None, (api.log(root), roles, summary.stopped)
     assert json.loads(d2)["details"]["incumbent_runs_reused"]["s0"] >= 1, d2
     assert summary.best is not None and summary.best > summary.baseline * 1.05
+    # `status --json` is strict JSON (a NaN anywhere would be refused)
+    out = CliRunner().invoke(app, ["status", "--root", str(root), "--json"])
+    assert out.exit_code == 0, out.output
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in the JSON output")
+
+    st = json.loads(out.output, parse_constant=refuse)
+    assert st["calibration"]["pooled"] > 0 and st["incumbent"]["experiment"] is not None
+    assert "nan" not in st["calibration"]["message"].lower()

@@ -18,6 +18,7 @@ from assay.stats.noise import (
     WINDOW,
     block_samples,
     changes,
+    describe,
     quarantine_limit,
     resolvable,
     track,
@@ -48,6 +49,17 @@ def test_a_noisy_window_raises_delta_and_a_quiet_slot_brings_it_back() -> None:
             break
     assert back is not None and back <= 10
     assert any("fell to" in c for c in changes(noisy, state, spec))
+
+
+def test_identical_aa_runs_leave_the_noise_unknown_not_nan() -> None:
+    # a deterministic bench: the A/A pair's two runs agree exactly, so no slot has a
+    # nonzero sample; the line says so instead of printing "nan%"
+    st = track({"s0": [0.0]}, SPEC)
+    assert math.isnan(st.pooled)
+    line = describe(st, SPEC)
+    assert "nan" not in line.lower() and "not known yet" in line
+    assert "δ 1.00%" in line
+    assert "nan" not in describe(track({"s0": [0.01, -0.02]}, SPEC), SPEC).lower()
 
 
 def test_quarantine_follows_the_current_estimate_and_releases() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from pathlib import Path
@@ -17,6 +16,7 @@ from .errors import AssayError
 from .faces.terminal import number, pct, plural
 from .model import Direction
 from .registry import PROPOSERS
+from .strictjson import dumps
 
 app = typer.Typer(help="assay: measure every change, keep only what is real.",
                   rich_markup_mode=None,
@@ -137,7 +137,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     except AssayError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps(st, indent=2, default=str))
+        typer.echo(dumps(st, indent=2))
         return
     inc = st["incumbent"] or {}
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
@@ -186,7 +186,7 @@ def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     except AssayError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps(v, indent=2, default=str))
+        typer.echo(dumps(v, indent=2))
         return
     console.print(f"[bold]improvement (paired, baseline {v['base'][:12]} vs final best "
                   f"{v['final'][:12]}):[/] "
@@ -214,7 +214,7 @@ def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
     except AssayError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2, default=str))
+        typer.echo(dumps(rows, indent=2))
         return
     print_log(console, rows)
 
@@ -228,7 +228,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     except AssayError as exc:
         _fail(exc)
     if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str))
+        typer.echo(dumps(data, indent=2))
         return
     console.print(f"[bold]{data['id']}[/] [{_STYLE.get(data['state'], '')}]{data['state']}[/] "
                   f"by {escape(data['proposer'])}: {escape(data['hypothesis'])}")

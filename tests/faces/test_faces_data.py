@@ -12,6 +12,7 @@ from assay import api
 from assay.faces import data
 from assay.faces.terminal import improvement
 from assay.model import Direction
+from assay.strictjson import dumps
 
 
 def _status(root: Path) -> dict:
@@ -35,7 +36,7 @@ def test_rows_states_and_values(ran_target: Path) -> None:
     assert rows[0]["effect"] > 0.5 and rows[1]["effect"] < -0.5
     assert st["baseline"] is not None and st["best"] > 5 * st["baseline"]
     # JSON-safe (no NaN) and round-trips.
-    json.loads(data.dumps(st))
+    json.loads(dumps(st))
 
 
 def test_the_dashboard_and_status_give_the_same_progress(ran_target: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import math
 import os
 import time
@@ -66,24 +65,6 @@ def _finite(v: Any) -> float | None:
         return None
     f = float(v)
     return f if math.isfinite(f) else None
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe: non-finite floats become None (JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def dumps(value: Any) -> str:
-    try:  # the C encoder, in one pass; a NaN (or a key it cannot sort) takes the slow path
-        return json.dumps(value, sort_keys=True, default=str, allow_nan=False)
-    except (ValueError, TypeError):
-        return json.dumps(_clean(value), sort_keys=True, default=str, allow_nan=False)
 
 
 # -- cost --------------------------------------------------------------------------------

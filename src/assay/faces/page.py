@@ -13,7 +13,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-from .data import dumps
+from ..strictjson import dumps
 
 DETAIL_CHUNK = 500  # experiments' details per packed tag of a report
 

@@ -29,11 +29,11 @@ from urllib.parse import parse_qs, urlsplit
 from ..config import Target
 from ..errors import AssayError
 from ..journal import Journal
+from ..strictjson import dumps
 from . import page, report
 from .data import (
     Overview,
     changes,
-    dumps,
     experiment_data,
     lock_state,
     open_readonly,

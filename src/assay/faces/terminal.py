@@ -8,7 +8,6 @@ re-measurement; ``as_json`` streams the same records as JSON lines for scripts.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..journal import peek_count
 from ..loop import Summary
 from ..model import Direction, Experiment
+from ..strictjson import dumps
 from ..verify import compounded
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
@@ -215,7 +215,7 @@ class RunPrinter:
             self._progress = None
 
     def _emit_json(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True, default=str)
+        line = dumps(record)
         if self.out is not None:
             self.out.write(line + "\n")
             self.out.flush()

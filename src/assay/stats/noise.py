@@ -264,6 +264,12 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
 
 def describe(state: NoiseState, spec: DecisionSpec) -> str:
     """One line for the journal and the terminal."""
+    if not math.isfinite(state.pooled):
+        # no slot has a nonzero sample: no A/A pair yet, or every pair's runs agreed exactly
+        return "; ".join([f"pair noise not known yet: no A/A pair has differed so far; δ "
+                          f"{state.delta:.2%} as configured"]
+                         + [f"slot {s} quarantined: {why}"
+                            for s, why in sorted(state.quarantined.items())])
     parts = [f"pair noise {state.pooled:.2%} (sd of one pair's log-ratio, robust over the "
              f"last {WINDOW} samples, on {len(state.noise)} "
              f"slot{'' if len(state.noise) == 1 else 's'})"]
