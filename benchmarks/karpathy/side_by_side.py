@@ -1,0 +1,226 @@
+"""examples/gpt against karpathy/autoresearch's `train.py`, same corpus, same GPU.
+
+One program per call (a 300 s run with an empty compile cache takes about 6.5 minutes),
+then a table of both:
+
+    python benchmarks/karpathy/side_by_side.py run gpt --out gpt.json
+    python benchmarks/karpathy/side_by_side.py run karpathy --train PATH/train.py --out k.json
+    python benchmarks/karpathy/side_by_side.py table gpt.json k.json
+
+karpathy's `train.py` is not part of this repository: fetch it (karpathy/autoresearch)
+and pass its path. It runs unchanged beside the two stand-ins in this folder (`kernels`:
+attention by PyTorch SDPA with the cuDNN backend, full causal on every layer;
+`prepare`: examples/gpt's corpus in order, 2048-token sequences, the 8192-token vocabulary
+and examples/gpt's `evaluate_bpb`). Both programs start with an empty TorchInductor and
+Triton cache. `run gpt --set NAME=VALUE` rewrites a knob of examples/gpt's `train.py` in
+the copy that runs (the checkout is never written).
+
+MFU is counted the same way for both, over the dense bf16 peak of the GPU
+(`assay.hardware`): PaLM count 6N + 12·L·T·d and causal count 6N + 6·L·T·d, N the weights
+that multiply activations (12·L·d² + d·V for karpathy's model). karpathy's tokens/s leaves
+out its first 10 steps, as its own MFU does. `table` ends with the line
+`side-by-side 300s: examples/gpt val_bpb X mfu_palm P; karpathy val_bpb Y mfu_palm Q` and
+a summary line: PASS when examples/gpt has the lower val_bpb and an MFU (PaLM) at least
+karpathy's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+GPT = ROOT / "examples" / "gpt"
+SUMMARY = re.compile(r"^(\w+):\s+(\S+)\s*$")
+KNOB = re.compile(r"^(\w+)=(.+)$")
+WARMUP_STEPS = 10  # karpathy's program leaves its first 10 steps out of the budget
+
+
+def summary(text: str) -> dict[str, str]:
+    """The `key: value` lines after the last `---` line."""
+    lines = text.replace("\r", "\n").splitlines()
+    cut = max((i for i, ln in enumerate(lines) if ln.strip() == "---"), default=-1)
+    out: dict[str, str] = {}
+    for ln in lines[cut + 1:]:
+        m = SUMMARY.match(ln.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def rewrite(source: str, knobs: dict[str, str]) -> str:
+    for name, value in knobs.items():
+        pattern = re.compile(rf"^{re.escape(name)}\s*=.*$", re.MULTILINE)
+        if not pattern.search(source):
+            raise SystemExit(f"examples/gpt/train.py has no assignment {name} = ...")
+        source = pattern.sub(f"{name} = {value}", source, count=1)
+    return source
+
+
+def peak_flops() -> float:
+    sys.path.insert(0, str(ROOT / "src"))
+    import torch
+
+    from assay import hardware
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+    peak = hardware.peak_flops(name, "bf16") if name else None
+    if peak is None:
+        raise SystemExit(f"no bf16 peak known for the GPU {name or '(none found)'}: MFU "
+                         "cannot be counted")
+    return peak
+
+
+def execute(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
+    """Run, echoing the output (progress lines included) and keeping it in ``log``."""
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            sys.stdout.write(line)
+        code = proc.wait()
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} in {cwd} exited with {code}; its output: {log}")
+    return time.monotonic() - start
+
+
+def run(program: str, train: Path | None, knobs: dict[str, str], out: Path) -> dict[str, Any]:
+    if program == "karpathy" and (train is None or not train.is_file()):
+        raise SystemExit("run karpathy needs --train PATH: karpathy/autoresearch's "
+                         "train.py, fetched for the run")
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                         os.environ.get("PYTHONPATH")])))
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "prepare.py"], cwd=GPT, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    prepare_s = time.monotonic() - t0
+    fingerprint = subprocess.run([sys.executable, "prepare.py", "--fingerprint"], cwd=GPT,
+                                 env=env, check=True, capture_output=True, text=True).stdout
+    work = Path(tempfile.mkdtemp(prefix=f"side-by-side-{program}-"))
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor")
+    env["TRITON_CACHE_DIR"] = str(work / "triton")
+    run_dir = work / "program"
+    run_dir.mkdir()
+    if program == "gpt":
+        for f in GPT.glob("*.py"):
+            shutil.copy(f, run_dir / f.name)
+        src = rewrite((GPT / "train.py").read_text(), knobs)
+        (run_dir / "train.py").write_text(src)
+    else:
+        assert train is not None
+        src = train.read_text()
+        shutil.copy(train, run_dir / "train.py")
+        for f in ("kernels.py", "prepare.py"):
+            shutil.copy(HERE / f, run_dir / f)
+        env["GPT_PREPARE"] = str(GPT / "prepare.py")
+    log = out.with_suffix(".log")
+    wall = execute([sys.executable, "train.py"], run_dir, env, log)
+    s = summary(log.read_text(encoding="utf-8"))
+    try:
+        rec: dict[str, Any] = {
+            "program": program, "train_sha256": hashlib.sha256(src.encode()).hexdigest(),
+            "knobs": knobs, "val_bpb": float(s["val_bpb"]),
+            "training_seconds": float(s["training_seconds"]),
+            "total_seconds": float(s["total_seconds"]),
+            "peak_vram_mb": float(s["peak_vram_mb"]), "wall_s": round(wall, 1),
+            "prepare_s": round(prepare_s, 1), "fingerprint": fingerprint.strip().splitlines()}
+        rec["startup_s"] = rec["total_seconds"] - rec["training_seconds"]
+        peak = peak_flops()
+        if program == "gpt":
+            tps = float(s["tokens_per_second"])
+            rec.update(tokens_per_second=tps, mfu_palm=float(s["mfu_palm_percent"]),
+                       mfu_causal=float(s["mfu_percent"]), steps=int(s["num_steps"]),
+                       tokens_M=float(s["total_tokens_M"]))
+        else:
+            text = log.read_text(encoding="utf-8")
+            m = re.search(r"^Model config: (\{.*\})\s*$", text, re.MULTILINE)
+            if m is None:
+                raise KeyError("Model config line")
+            cfg = ast.literal_eval(m.group(1))
+            layers, dim = int(cfg["n_layer"]), int(cfg["n_embd"])
+            seq, vocab = int(cfg["sequence_len"]), int(cfg["vocab_size"])
+            steps = int(s["num_steps"])
+            per_step = round(float(s["total_tokens_M"]) * 1e6 / steps / seq) * seq
+            tps = per_step * (steps - WARMUP_STEPS) / rec["training_seconds"]
+            n = 12 * layers * dim * dim + dim * vocab
+            palm = 6 * n + 12 * layers * seq * dim
+            causal = 6 * n + 6 * layers * seq * dim
+            rec.update(tokens_per_second=tps, mfu_palm=100 * palm * tps / peak,
+                       mfu_causal=100 * causal * tps / peak, steps=steps,
+                       tokens_M=per_step * steps / 1e6, tokens_per_step=per_step)
+    except (KeyError, ValueError) as exc:
+        raise SystemExit(f"{program}: the run's summary lacks {exc} (its output: {log})"
+                         ) from None
+    out.write_text(json.dumps(rec, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({k: rec[k] for k in ("program", "val_bpb", "tokens_per_second",
+                                          "mfu_palm", "startup_s")}))
+    return rec
+
+
+def table(gpt: dict[str, Any], kar: dict[str, Any]) -> bool:
+    rows = [("val_bpb", "val_bpb", "{:.6f}"), ("tokens/s (steady)", "tokens_per_second",
+             "{:,.0f}"), ("MFU, PaLM count", "mfu_palm", "{:.2f} %"),
+            ("MFU, causal count", "mfu_causal", "{:.2f} %"), ("optimizer steps", "steps", "{}"),
+            ("tokens seen", "tokens_M", "{:.1f}M"),
+            ("startup (total - training), empty cache", "startup_s", "{:.1f} s"),
+            ("peak GPU memory", "peak_vram_mb", "{:,.0f} MiB")]
+    print("| | karpathy `train.py` (SDPA/cuDNN, full causal) | examples/gpt |")
+    print("|---|---|---|")
+    for label, key, fmt in rows:
+        print(f"| {label} | {fmt.format(kar[key])} | {fmt.format(gpt[key])} |")
+    print()
+    print(f"side-by-side 300s: examples/gpt val_bpb {gpt['val_bpb']:.6f} mfu_palm "
+          f"{gpt['mfu_palm']:.2f}; karpathy val_bpb {kar['val_bpb']:.6f} mfu_palm "
+          f"{kar['mfu_palm']:.2f}")
+    ok = gpt["val_bpb"] < kar["val_bpb"] and gpt["mfu_palm"] >= kar["mfu_palm"]
+    print(f"examples/gpt lower val_bpb: {gpt['val_bpb'] < kar['val_bpb']}; MFU (PaLM) at "
+          f"least karpathy's: {gpt['mfu_palm'] >= kar['mfu_palm']}: "
+          f"{'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="one program, 300 s, empty compile cache")
+    r.add_argument("program", choices=["gpt", "karpathy"])
+    r.add_argument("--train", type=Path, help="karpathy's train.py (run karpathy)")
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a knob of examples/gpt's train.py (run gpt)")
+    r.add_argument("--out", type=Path, required=True, help="the record, JSON")
+    t = sub.add_parser("table", help="both records side by side")
+    t.add_argument("gpt", type=Path)
+    t.add_argument("karpathy", type=Path)
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        knobs: dict[str, str] = {}
+        for item in a.set:
+            m = KNOB.match(item)
+            if m is None:
+                raise SystemExit(f"--set {item!r}: expected NAME=VALUE")
+            knobs[m.group(1)] = m.group(2)
+        run(a.program, a.train, knobs, a.out)
+        return 0
+    records = [json.loads(p.read_text()) for p in (a.gpt, a.karpathy)]
+    return 0 if table(records[0], records[1]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
