@@ -236,6 +236,15 @@ def procs_under(root: Path) -> list[int]:
     return out
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line, '' once it has exited (it can between listing and reading)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace")
+    except OSError:
+        return ""
+
+
 CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
 
 

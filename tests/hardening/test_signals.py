@@ -12,6 +12,7 @@ import pytest
 from hardening_kit import (
     CLI,
     Repo,
+    cmdline,
     journal_rows,
     procs_under,
     running_blocks,
@@ -82,8 +83,8 @@ def test_second_signal_stops_at_once(repo: Repo, tmp_path: Path) -> None:
             line = proc.stdout.readline()
             assert line, seen
             seen += line
-        assert wait_for(lambda: any("sleep" in Path(f"/proc/{p}/cmdline").read_text(
-            errors="replace") for p in procs_under(repo.root)), 20), "the hook did not start"
+        assert wait_for(lambda: any("sleep" in cmdline(p) for p in procs_under(repo.root)),
+                        20), "the hook did not start"
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=10)
     finally:
