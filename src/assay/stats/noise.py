@@ -266,19 +266,18 @@ def describe(state: NoiseState, spec: DecisionSpec) -> str:
     """One line for the journal and the terminal."""
     if not math.isfinite(state.pooled):
         # no slot has a nonzero sample: no A/A pair yet, or every pair's runs agreed exactly
-        return "; ".join([f"pair noise not known yet: no A/A pair has differed so far; δ "
-                          f"{state.delta:.2%} as configured"]
-                         + [f"slot {s} quarantined: {why}"
-                            for s, why in sorted(state.quarantined.items())])
-    parts = [f"pair noise {state.pooled:.2%} (sd of one pair's log-ratio, robust over the "
-             f"last {WINDOW} samples, on {len(state.noise)} "
-             f"slot{'' if len(state.noise) == 1 else 's'})"]
-    res = resolvable(state.pooled, spec)
-    if state.delta > spec.delta:
-        parts.append(f"δ raised from {spec.delta:.2%} to {state.delta:.2%}: at this noise "
-                     f"{spec.max_pairs} pairs resolve no finer band")
+        parts = [f"pair noise not known yet: no A/A pair has differed so far; δ "
+                 f"{state.delta:.2%} as configured"]
     else:
-        parts.append(f"δ {state.delta:.2%} (the budget resolves {res:.2%})")
+        parts = [f"pair noise {state.pooled:.2%} (sd of one pair's log-ratio, robust over "
+                 f"the last {WINDOW} samples, on {len(state.noise)} "
+                 f"slot{'' if len(state.noise) == 1 else 's'})"]
+        if state.delta > spec.delta:
+            parts.append(f"δ raised from {spec.delta:.2%} to {state.delta:.2%}: at this "
+                         f"noise {spec.max_pairs} pairs resolve no finer band")
+        else:
+            parts.append(f"δ {state.delta:.2%} (the budget resolves "
+                         f"{resolvable(state.pooled, spec):.2%})")
     for s, why in sorted(state.quarantined.items()):
         parts.append(f"slot {s} quarantined: {why}")
     return "; ".join(parts)
