@@ -23,7 +23,8 @@ import torch.nn.functional as F  # noqa: E402
 PRESET = "default"  # "default" or "tiny" (the environment's GPT_PRESET wins)
 TIME_BUDGET = 300.0  # seconds of training, compile steps excluded
 TOTAL_BATCH_SIZE = 262144  # tokens per optimizer step (2**18)
-DEVICE_BATCH_SIZE = 64  # sequences per forward/backward (gradient accumulation fills up)
+DEVICE_BATCH_SIZE = 128  # sequences per forward/backward (gradient accumulation fills up;
+# 128 x 2048 is one micro-batch per step and about 47.5 GB on an H200: 64 halves that)
 DEPTH = 8  # transformer blocks
 MODEL_DIM = 512  # width, rounded up to a multiple of HEAD_DIM
 HEAD_DIM = 128
@@ -31,7 +32,7 @@ VALUE_EMBEDS = True  # per-token value embeddings mixed into every other layer's
 EMBED_DTYPE = "bfloat16"  # token and value tables on a GPU, "bfloat16" or "float32"; bf16
 # tables make the residual stream bf16 too (a CPU run, without autocast, stays in float32)
 LR_MULT = 1.0  # multiplies every learning rate below
-MATRIX_LR = 0.04  # Muon, for the blocks' weight matrices
+MATRIX_LR = 0.05  # Muon, for the blocks' weight matrices
 EMBED_LR = 0.6  # Adam, token and value embeddings (scaled by (768 / width) ** 0.5)
 HEAD_LR = 0.004  # Adam, output layer (same width scaling)
 SCALAR_LR = 0.5  # Adam, the per-layer residual mixing scalars
