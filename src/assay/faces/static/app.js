@@ -170,8 +170,9 @@
     });
     return traces;
   }
-  // Points that would cover each other (same pixel cell of a ~1200 x 400 grid) are drawn
-  // once; a chart of a few thousand points is left as it is.
+  // Points that would cover each other (the same 3 x 3 pixel cell of a ~1200 x 400 chart,
+  // markers being 8 to 11 pixels wide) are drawn once; a chart of a few thousand points is
+  // left as it is.
   function thin(pts) {
     if (pts.length <= 3000) return pts;
     var xs = pts.map(function (q) { return q.seq; }), ys = pts.map(function (q) { return q.y; }).filter(function (y) { return y !== null && y !== undefined; });
@@ -179,8 +180,8 @@
     var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
     var seen = {};
     return pts.filter(function (q) {
-      var cx = Math.floor(1200 * (q.seq - x0) / ((x1 - x0) || 1));
-      var cy = Math.floor(400 * ((q.y || 0) - y0) / ((y1 - y0) || 1));
+      var cx = Math.floor(400 * (q.seq - x0) / ((x1 - x0) || 1));
+      var cy = Math.floor(133 * ((q.y || 0) - y0) / ((y1 - y0) || 1));
       var key = cx + ":" + cy;
       if (seen[key]) return false;
       seen[key] = true;
@@ -753,8 +754,13 @@
     throw err;
   }
   function unpack(text) {
-    var bin = atob(text.trim()), bytes = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var bytes;
+    if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(text.trim());  // native: ~10x faster
+    else {
+      var bin = atob(text.trim());
+      bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    }
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Response(stream).text();
   }
