@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -197,6 +198,29 @@ def test_lookups_by_experiment_use_the_experiment_index(tmp_path: Path) -> None:
     [sql] = [q for q in seen if "FROM blocks" in q]
     plan = " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
     assert "blocks_experiment" in plan and "blocks_state" not in plan, plan
+    j.close()
+
+
+def test_changed_since_searches_the_updated_index_and_returns_seq_order(
+        tmp_path: Path) -> None:
+    """The dashboard's update reads the experiments written after a time: through the
+    updated_at index (an ORDER BY seq made SQLite walk every row), still in seq order."""
+    j = _journal(tmp_path)
+    for k in range(4):
+        j.add_experiment(Candidate("abc", params={"x": k}))
+    mark = time.time()
+    time.sleep(0.01)
+    for exp_id in ("e0004", "e0002"):  # written newest first
+        j.set_state(exp_id, ExperimentState.DISCARDED)
+    seen: list[str] = []
+    j.conn.raw.set_trace_callback(seen.append)
+    try:
+        assert [e.id for e in j.changed_since(mark)] == ["e0002", "e0004"]
+    finally:
+        j.conn.raw.set_trace_callback(None)
+    [sql] = [q for q in seen if "FROM experiments" in q]
+    plan = " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "experiments_updated" in plan, plan
     j.close()
 
 

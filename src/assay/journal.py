@@ -873,9 +873,11 @@ class Journal:
     def changed_since(self, updated_at: float) -> list[Experiment]:
         """Experiments written after ``updated_at`` (the dashboard's updates; a listing,
         without the patches' text)."""
-        rows = self.conn.execute(f"SELECT {_columns(False)} FROM experiments WHERE updated_at > ?"
-                                 " ORDER BY seq", (updated_at,))
-        return [_experiment(r) for r in rows]
+        # Sorted here: an ORDER BY seq makes SQLite walk the seq index over every row
+        # instead of searching the updated_at index for the few that changed.
+        rows = self.conn.execute(f"SELECT {_columns(False)} FROM experiments WHERE updated_at > ?",
+                                 (updated_at,))
+        return sorted((_experiment(r) for r in rows), key=lambda e: e.seq)
 
     def run_totals(self, ids: Sequence[str] | None = None
                    ) -> dict[str, dict[str, tuple[int, float]]]:
