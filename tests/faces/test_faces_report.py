@@ -294,3 +294,51 @@ def test_details_are_packed_in_chunks_and_unpacked_when_opened(
         assert page.evaluate("window.unpacked") == 2 and errors == []
     finally:
         context.close()
+
+
+def test_overlapping_chart_points_are_merged_and_isolated_ones_kept(
+        browser: Any, ran_target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above 3,000 points of one kind the chart draws each 3 x 3 pixel cell once: a dense
+    band of discarded points is merged, points alone in their cell are all drawn, and the
+    legend says how many were drawn of how many."""
+    real = data_mod.report_data
+
+    def crowded(target: Any, journal: Any) -> dict[str, Any]:
+        d = real(target, journal)
+        pts = []
+        for i in range(5000):  # seq 1..5000, y in a band 0.1% wide: many share a cell
+            pts.append({"id": f"x{i}", "seq": i + 1, "state": "discarded",
+                        "y": 100.0 + (i % 7) * 0.0001, "measured": True, "hypothesis": "h",
+                        "effect": -0.01, "lo": -0.02, "hi": 0.0, "within_noise": False,
+                        "value": None})
+        for k in range(12):  # far from the band and from each other
+            pts.append({"id": f"o{k}", "seq": 400 * k + 1, "state": "discarded",
+                        "y": 150.0 + 4 * k, "measured": True, "hypothesis": "h",
+                        "effect": -0.01, "lo": -0.02, "hi": 0.0, "within_noise": False,
+                        "value": None})
+        d["progress"] = {"points": pts, "best": {"x": [0, 5000], "y": [100.0, 100.0]},
+                         "band": None}
+        return d
+
+    monkeypatch.setattr(report, "report_data", crowded)
+    out = report.write(api.load(ran_target), tmp_path / "crowded.html")
+    context, page, errors, _ = _open(browser, out.as_uri())
+    try:
+        legend = page.locator("#progress-chart .legendtext").evaluate_all(
+            "nodes => nodes.map(n => n.textContent)")
+        [label] = [t for t in legend if t.startswith("discarded")]
+        m = re.search(r"\((\d+) of 5012 drawn: overlapping points merged\)", label)
+        assert m is not None, label
+        drawn = int(m.group(1))
+        # the band is one cell high and spans the width, 400 cells of 3 px; the twelve
+        # isolated points keep a cell each
+        assert 12 + 390 <= drawn <= 12 + 401, drawn
+        ys = page.evaluate("""() => {
+            const gd = document.getElementById('progress-chart');
+            const t = gd.data.find(t => (t.name || '').startsWith('discarded'));
+            return t.y.filter(y => y >= 150);
+        }""")
+        assert sorted(ys) == [150.0 + 4 * k for k in range(12)]
+        assert errors == []
+    finally:
+        context.close()
