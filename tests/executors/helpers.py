@@ -64,6 +64,7 @@ class RayCluster:
     temp_dir: Path
     port: int = field(default_factory=free_port)
     nodes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    ignore_sigint: bool = False  # as in a job put in the background with `&`
 
     @property
     def address(self) -> str:
@@ -74,9 +75,12 @@ class RayCluster:
                "--num-cpus", str(slots), "--resources", json.dumps({"assay_slot": slots}),
                "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats", *args]
         with open(self.temp_dir / f"{name}.log", "wb") as log:
+            ignore = ((lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+                      if self.ignore_sigint else None)
             self.nodes[name] = subprocess.Popen(cmd, start_new_session=True, stdout=log,
                                                 stderr=subprocess.STDOUT,
-                                                env={**os.environ, **RAY_ENV})
+                                                env={**os.environ, **RAY_ENV},
+                                                preexec_fn=ignore)
 
     def start_head(self, slots: int = 1) -> None:
         self._start("head", ["--head", "--port", str(self.port), "--temp-dir",
@@ -140,9 +144,9 @@ class RayCluster:
 
 
 @contextlib.contextmanager
-def ray_cluster(workers: int = 1) -> Iterator[RayCluster]:
+def ray_cluster(workers: int = 1, ignore_sigint: bool = False) -> Iterator[RayCluster]:
     tmp = Path(tempfile.mkdtemp(prefix="aray"))
-    cluster = RayCluster(tmp)
+    cluster = RayCluster(tmp, ignore_sigint=ignore_sigint)
     try:
         cluster.start_head()
         for i in range(workers):

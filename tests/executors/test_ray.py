@@ -109,3 +109,27 @@ def test_killing_a_node_mid_block_reruns_it_elsewhere(ray_connected: RayCluster,
         journal.close()
         ex.close()
 
+
+
+def test_cancel_stops_the_benchmark_on_nodes_that_ignore_sigint(tmp_path: Path) -> None:
+    """A job put in the background with `&` starts with SIGINT ignored, and so do the Ray
+    nodes it starts and their workers. ray.cancel() interrupts a task through SIGINT's
+    Python handler, so the worker must restore it: cancelling still kills the benchmark."""
+    import ray
+
+    from assay.testing.executors import make_kit_repo
+
+    from .helpers import ray_cluster
+    from .test_conformance import TestRayExecutor
+
+    if ray.is_initialized():  # connected to the package's cluster: this test has its own
+        ray.shutdown()
+    with ray_cluster(workers=1, ignore_sigint=True) as cluster:
+        repo = make_kit_repo(tmp_path, executor="ray")
+        ex = RayExecutor(repo.target, repo.ws,
+                         RayConfig(address=cluster.address, cache_dir=str(tmp_path / "cache"),
+                                   min_slots=2, connect_timeout_s=60))
+        try:
+            TestRayExecutor().test_cancel_kills_the_processes((repo, ex))
+        finally:
+            ex.close()

@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -144,6 +145,11 @@ def node_run_block(payload: dict[str, Any], chain: list[tuple[str, Any]]) -> dic
     gpus = tuple(int(g) for g in ray.get_gpu_ids()) if payload.get("num_gpus") else ()
     slot = Slot(name=slot_name, gpus=gpus, host=socket.gethostname())
 
+    # ray.cancel() interrupts a running task through SIGINT's Python handler. A worker
+    # started from a shell that ignores SIGINT (a job put in the background with `&`)
+    # inherits SIG_IGN, the interrupt is dropped and the benchmark runs on: restore it.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     token = CancelToken()
     box: dict[str, Any] = {}
 
