@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -22,6 +24,8 @@ from assay.model import (
     RunStatus,
 )
 from assay.seal import triggers as seal_triggers
+
+T = TypeVar("T")
 
 
 def _journal(tmp_path: Path) -> Journal:
@@ -181,6 +185,18 @@ def test_block_noise_lives_on_its_block_and_an_older_journal_moves_it_there(
     Journal.open(path, readonly=True).close()  # the seals still hold
 
 
+def _with_plan(j: Journal, table: str, call: Callable[[], T]) -> tuple[T, str]:
+    """What ``call`` returns, and SQLite's query plan of the one query it ran on ``table``."""
+    seen: list[str] = []
+    j.conn.raw.set_trace_callback(seen.append)
+    try:
+        out = call()
+    finally:
+        j.conn.raw.set_trace_callback(None)
+    [sql] = [q for q in seen if f"FROM {table}" in q]
+    return out, " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
+
+
 def test_lookups_by_experiment_use_the_experiment_index(tmp_path: Path) -> None:
     """One experiment's blocks in some state are found through its own index, not through
     the state index (every done block of the journal: the loop's cost grew with it)."""
@@ -189,14 +205,8 @@ def test_lookups_by_experiment_use_the_experiment_index(tmp_path: Path) -> None:
         exp = j.add_experiment(Candidate("abc", params={"x": j.count_experiments()}))
         bid = j.add_block(exp.id, BlockKind.COMPARE, "ABBA", Incumbent("abc"))
         assert j.lease_block(bid, "s0", "me", 60) and j.record_block(_result(bid, exp.id))
-    seen: list[str] = []
-    j.conn.raw.set_trace_callback(seen.append)
-    try:
-        assert [b.state for b in j.blocks("e0002", (BlockState.DONE,))] == [BlockState.DONE]
-    finally:
-        j.conn.raw.set_trace_callback(None)
-    [sql] = [q for q in seen if "FROM blocks" in q]
-    plan = " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    found, plan = _with_plan(j, "blocks", lambda: j.blocks("e0002", (BlockState.DONE,)))
+    assert [b.state for b in found] == [BlockState.DONE]
     assert "blocks_experiment" in plan and "blocks_state" not in plan, plan
     j.close()
 
@@ -212,14 +222,8 @@ def test_changed_since_searches_the_updated_index_and_returns_seq_order(
     time.sleep(0.01)
     for exp_id in ("e0004", "e0002"):  # written newest first
         j.set_state(exp_id, ExperimentState.DISCARDED)
-    seen: list[str] = []
-    j.conn.raw.set_trace_callback(seen.append)
-    try:
-        assert [e.id for e in j.changed_since(mark)] == ["e0002", "e0004"]
-    finally:
-        j.conn.raw.set_trace_callback(None)
-    [sql] = [q for q in seen if "FROM experiments" in q]
-    plan = " ".join(str(r[3]) for r in j.conn.execute("EXPLAIN QUERY PLAN " + sql))
+    changed, plan = _with_plan(j, "experiments", lambda: j.changed_since(mark))
+    assert [e.id for e in changed] == ["e0002", "e0004"]
     assert "experiments_updated" in plan, plan
     j.close()
 

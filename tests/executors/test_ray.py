@@ -110,7 +110,6 @@ def test_killing_a_node_mid_block_reruns_it_elsewhere(ray_connected: RayCluster,
         ex.close()
 
 
-
 def test_cancel_stops_the_benchmark_on_nodes_that_ignore_sigint(tmp_path: Path) -> None:
     """A job put in the background with `&` starts with SIGINT ignored, and so do the Ray
     nodes it starts and their workers. ray.cancel() interrupts a task through SIGINT's

@@ -305,17 +305,15 @@ def test_overlapping_chart_points_are_merged_and_isolated_ones_kept(
 
     def crowded(target: Any, journal: Any) -> dict[str, Any]:
         d = real(target, journal)
-        pts = []
-        for i in range(5000):  # seq 1..5000, y in a band 0.1% wide: many share a cell
-            pts.append({"id": f"x{i}", "seq": i + 1, "state": "discarded",
-                        "y": 100.0 + (i % 7) * 0.0001, "measured": True, "hypothesis": "h",
-                        "effect": -0.01, "lo": -0.02, "hi": 0.0, "within_noise": False,
-                        "value": None})
-        for k in range(12):  # far from the band and from each other
-            pts.append({"id": f"o{k}", "seq": 400 * k + 1, "state": "discarded",
-                        "y": 150.0 + 4 * k, "measured": True, "hypothesis": "h",
-                        "effect": -0.01, "lo": -0.02, "hi": 0.0, "within_noise": False,
-                        "value": None})
+        def point(pid: str, seq: int, y: float) -> dict[str, Any]:
+            return {"id": pid, "seq": seq, "state": "discarded", "y": y, "measured": True,
+                    "hypothesis": "h", "effect": -0.01, "lo": -0.02, "hi": 0.0,
+                    "within_noise": False, "value": None}
+
+        # seq 1..5000, y in a band 0.0006 wide: many share a cell; then twelve points far
+        # from the band and from each other
+        pts = [point(f"x{i}", i + 1, 100.0 + (i % 7) * 0.0001) for i in range(5000)]
+        pts += [point(f"o{k}", 400 * k + 1, 150.0 + 4 * k) for k in range(12)]
         d["progress"] = {"points": pts, "best": {"x": [0, 5000], "y": [100.0, 100.0]},
                          "band": None}
         return d
