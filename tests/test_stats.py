@@ -23,6 +23,7 @@ from assay.stats import (
     planned_looks,
 )
 from assay.stats.bounds import bound_at
+from assay.stats.sequential import ESTIMATE
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=40, min_pairs=2,
                     confidence=0.90, delta=0.01, confirm=True, aa_blocks=2)
@@ -154,10 +155,10 @@ def test_provisional_keep_asks_for_confirmation_on_another_slot_then_keeps() -> 
     assert d.details["confirm_slot"] == "s1" and d.details["confirm_agreed"] is True
     assert d.effect is not None and d.lo is not None and d.hi is not None
     # the interval is the repeated confidence interval over all pairs at this look; the
-    # effect is median-unbiased among keeps (so far above the boundary, close to the plain one)
+    # effect is bias-adjusted among keeps (so far above the boundary, close to the plain one)
     assert d.lo > 0.01 and d.lo < d.effect < d.hi
     assert d.effect == pytest.approx(d.details["robust_effect"], rel=0.05)
-    assert d.details["effect_estimate"] == "median-unbiased (stagewise ordering)"
+    assert d.details["effect_estimate"] == ESTIMATE
     assert (d.pairs_used, d.runs_used, d.delta, d.rule) == (6, 12, 0.01, "sequential")
 
 

@@ -31,6 +31,7 @@ class DecisionContext:
     incumbent_history: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     bounds: tuple[float, float] | None = None
     block_noise: Mapping[str, float] = field(default_factory=dict)  # block id -> pair noise
+    pooled: float = math.nan  # the pooled pair noise of the latest samples on every slot
 
 
 class DecisionRule(Protocol):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import os
 import re
 import signal
@@ -371,7 +372,8 @@ class Loop:
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
                                incumbent_history=history, bounds=self.target.metric.bounds,
-                               block_noise=block_noise)
+                               block_noise=block_noise,
+                               pooled=float(cal.get("pooled") or math.nan))
 
     def _priority(self, row: BlockRow) -> tuple[int, float, int]:
         rank = 0 if row.kind is BlockKind.AA else 1 if row.kind in (

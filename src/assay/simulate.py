@@ -140,7 +140,8 @@ class Session:
         return DecisionContext(
             direction=self.direction, spec=self.spec, delta=self.delta,
             slots=tuple(self.name(s) for s in self.usable()), noise=noise,
-            block_noise={b: self.block_noise[b] for b in block_ids if b in self.block_noise})
+            block_noise={b: self.block_noise[b] for b in block_ids if b in self.block_noise},
+            pooled=self.state.pooled if self.state is not None else math.nan)
 
     def _track(self, slot: int, block_id: str, a: Sequence[float], b: Sequence[float]) -> None:
         name = self.name(slot)

@@ -54,6 +54,9 @@ SMALL = 12  # below this many samples the start scale is held to half the median
 START_Q = 0.25  # the quantile of |sample| the robust scale starts from
 _START_Z = 0.3186  # that quantile of |Z| for standard normal Z
 _TRIM_RMS = 0.9969  # root mean square of Z given |Z| <= TRIM_K
+TIGHT_K = 2.0  # the first trims, from SMALL samples on
+TIGHT_STEPS = 3
+_TIGHT_RMS = 0.8796  # root mean square of Z given |Z| <= TIGHT_K
 QUARANTINE_RATIO = 3.0
 # (own samples, limit): the ratio to its peers' median a slot's noise must pass to be
 # quarantined, by how many samples of its own it has; QUARANTINE_RATIO from the last step
@@ -113,7 +116,12 @@ def robust_scale(samples: Sequence[float]) -> float:
     trimming follows (a one-step reweighted scale; Rousseeuw & Croux 1993, "Alternatives
     to the median absolute deviation", JASA 88, on high-breakdown scales): the root mean
     square of the samples within :data:`TRIM_K` start scales, corrected for the trim,
-    about 90% efficient for normal noise and blind to a share of wild samples. A genuine
+    about 90% efficient for normal noise and blind to a share of wild samples. From
+    :data:`SMALL` samples on, :data:`TIGHT_STEPS` trims at :data:`TIGHT_K` scales come
+    first: with 44% of the samples wild the low quantile sits in the upper half of the clean
+    ones and starts about twice too high, and one trim at 3.5 such scales let the nearest
+    wild samples in (one estimate in twenty over five times the truth from 24 samples, now
+    under 1.7 times; for normal noise the spread of the estimate is unchanged). A genuine
     rise of the noise moves it once the noisier samples pass about a quarter of the
     window; each block's own scale (:func:`block_scale`) follows at once.
 
@@ -132,10 +140,19 @@ def robust_scale(samples: Sequence[float]) -> float:
         scale = max(scale, 0.5 * MAD_TO_SD * statistics.median(tail))
     if not scale > 0:
         return math.sqrt(math.fsum(v * v for v in tail) / len(tail))
-    kept = [v for v in tail if v <= TRIM_K * scale]
+    if len(tail) >= SMALL:
+        for _ in range(TIGHT_STEPS):
+            scale = _trimmed(tail, scale, TIGHT_K, _TIGHT_RMS)
+    return _trimmed(tail, scale, TRIM_K, _TRIM_RMS)
+
+
+def _trimmed(sizes: Sequence[float], scale: float, k: float, rms: float) -> float:
+    """The root mean square of the sizes within ``k`` scales, over its value for normal
+    noise (``rms``); ``scale`` itself if none is."""
+    kept = [v for v in sizes if v <= k * scale]
     if not kept:
         return scale
-    return math.sqrt(math.fsum(v * v for v in kept) / len(kept)) / _TRIM_RMS
+    return math.sqrt(math.fsum(v * v for v in kept) / len(kept)) / rms
 
 
 def block_scale(slot_noise: float, own: Sequence[float]) -> float:
@@ -245,11 +262,12 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
     out: list[str] = []
     old_delta = before.delta if before is not None else spec.delta
     if abs(after.delta - old_delta) > DELTA_CHANGE * old_delta:
-        if after.delta > spec.delta:
-            why = (f"pooled pair noise is now {after.pooled:.2%}: {spec.max_pairs} pairs "
-                   "resolve no finer band")
-        else:
+        if after.delta <= spec.delta:
             why = f"pooled pair noise fell to {after.pooled:.2%}; back to the configured band"
+        else:
+            moved = "fell to" if after.delta < old_delta else "is now"
+            why = (f"pooled pair noise {moved} {after.pooled:.2%}: {spec.max_pairs} pairs "
+                   "resolve no finer band")
         out.append(f"δ {old_delta:.2%} -> {after.delta:.2%}: {why}")
     old_q = before.quarantined if before is not None else {}
     for s, why in sorted(after.quarantined.items()):

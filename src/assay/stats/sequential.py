@@ -9,9 +9,14 @@ approach", JRSS B 51; Jennison & Turnbull 2000, *Group Sequential Methods*, ch. 
 ``mean ± c_k · se`` where ``c_k`` is the group-sequential boundary of look ``k`` spending
 ``(1 − confidence)/2`` on each side over the planned looks (alpha spending after Lan &
 DeMets 1983, power family of Kim & DeMets 1987, boundaries from the recursion of Armitage,
-McPherson & Rowe 1969). The intervals of all planned looks cover the true effect together
-with probability at least ``confidence``, so the interval printed when the rule stops is a
-valid confidence interval whatever made it stop.
+McPherson & Rowe 1969). The spending is ``alpha · t³``, close to O'Brien & Fleming's shape:
+little error is spent at the first looks, so a keep after a few pairs needs a large
+effect, and the early keeps of a modest one (the lucky draws whose effect the rule would
+overstate most) are rare; against ``alpha · t`` (Pocock's shape) this costs a few more
+pairs for a clear win and gives a narrower interval at the budget. The intervals of all
+planned looks cover the true effect together with probability at least ``confidence``,
+so the interval printed when the rule stops is a valid confidence interval whatever made
+it stop.
 
 Two thresholds decide, reported separately in words:
 
@@ -25,10 +30,16 @@ Two thresholds decide, reported separately in words:
 * **futility** (non-binding: it can only lower the keep rate): discard once the mean plus a
   margin ``F·σ/n`` falls short of +δ, after enough pairs for a standard error of 2δ.
 
+Both wait while many pairs are wild (from a noisy block, down-weighted by the estimate, or
+farther from it than the slot's noise allows, the pool's where that is lower): a robust
+estimate over a few pairs, most of them hit by a noisy neighbour on one side, sits on the
+wild ones, so no keep and no futility stop before a majority on one side is unlikely.
+
 Every look the rule takes is a planned one: the plan runs from the first block to the pair
 budget plus room for :data:`MAX_CONFIRMATIONS` confirmation blocks; re-runs after a
 failed machine are ordinary pairs at ordinary looks, and a resumed run re-derives the same
-decisions from the same pairs. The effect reported for a keep is median-unbiased
+decisions from the same pairs. The effect reported for a keep is the estimate over all
+pairs less the selection bias of the provisional look among keeps
 (:mod:`assay.stats.unbiased`); for other verdicts it is the robust estimate. Reaching the
 pair budget without a decision discards the candidate as inconclusive.
 """
@@ -45,9 +56,9 @@ from scipy.stats import binom
 from ..decision import DecisionContext, signed_log_ratios, to_fraction
 from ..model import BlockKind, Decision, NextBlock, Pair, Verdict
 from .bounds import bound_at, efficacy_bounds, planned_looks, t_quantile_for
-from .robust import Robust, biweight
+from .robust import BIWEIGHT_K, Robust, biweight
 from .screen import pooled_sd
-from .unbiased import median_unbiased
+from .unbiased import bias_adjusted
 
 MAX_CONFIRMATIONS = 2
 WILD_BLOCK = 3.0  # a block whose own noise is this many times its slot's is wild
@@ -55,6 +66,9 @@ WILD_RISK = 0.01  # the chance of a wild majority on one side that a keep accept
 IMPLAUSIBLE_K = 20.0  # an effect beyond this many max(noise, δ) must be reproduced
 AGREE_Z = 1.96  # a confirmation this many standard errors below the rest disagrees
 PRIOR_DF_CAP = 16  # the noise model is worth at most this many pairs in the variance
+
+
+ESTIMATE = "bias-adjusted among keeps (conditional mean at the stopping look)"
 
 
 @dataclass(frozen=True)
@@ -107,7 +121,7 @@ class SequentialRule:
 
     name = "sequential"
 
-    def __init__(self, rho: float = 1.0, futility: float = 1.0,
+    def __init__(self, rho: float = 3.0, futility: float = 1.0,
                  futility_after: int | None = None, keep_after: int = 4,
                  confirm_z: float = 1.0) -> None:
         self.rho = rho  # spending shape: alpha * t**rho
@@ -225,7 +239,7 @@ class SequentialRule:
         details["futility_threshold"] = (
             f"discard when the mean plus {self.futility:g}·σ/n falls short of {band}, from "
             f"{fut_after} pairs on")
-        wild = self._wild_share(pairs, used, lk, ctx)
+        wild = self._wild_share(pairs, used, vals, lk, ctx)
         keep_from = max(self.keep_after, spec.min_pairs,
                         min_pairs_for(wild, spec.max_pairs // 2))
         if keep_from > max(self.keep_after, spec.min_pairs):
@@ -257,15 +271,18 @@ class SequentialRule:
             elsewhere = cslot not in {pairs[i].slot for i in used if i < start}
             agree, why = self._agrees(vals, scales, fresh, lk, d_log, prior_df, cslot, band,
                                       elsewhere)
+            if agree and n < keep_from:
+                agree, why = False, (f"{wild:.0%} of the pairs are wild: no keep before "
+                                     f"{keep_from} pairs")
             if agree:
                 eff = self._unbiased(pairs, used, vals, scales, start, ctx, prior_df, d_log)
                 conf_x.update(confirm_agreed=True,
-                              effect_estimate="median-unbiased (stagewise ordering)")
+                              effect_estimate=ESTIMATE)
                 return out(Verdict.KEEP, f"kept: the {conf} interval "
                            f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] lies above "
                            f"{band} over {n} pairs, a fresh confirmation block on slot {cslot} "
                            f"included ({why}); effect {to_fraction(eff):+.2%} "
-                           "(median-unbiased)", lk, effect=eff, extra=conf_x)
+                           "(bias-adjusted)", lk, effect=eff, extra=conf_x)
             conf_x["confirm_agreed"] = False
             if len(confirm_ids) >= MAX_CONFIRMATIONS:
                 return out(Verdict.DISCARD, f"discarded: {len(confirm_ids)} confirmation "
@@ -287,10 +304,9 @@ class SequentialRule:
                                              reason="confirm a provisional keep"))
             eff = self._unbiased(pairs, used, vals, scales, len(pairs), ctx, prior_df, d_log)
             return out(Verdict.KEEP, f"kept: the {conf} interval lies above {band}; "
-                       f"{summary}; effect {to_fraction(eff):+.2%} (median-unbiased)", lk,
-                       effect=eff, extra={"effect_estimate": "median-unbiased (stagewise "
-                                                             "ordering)"})
-        if lk.futility_hi < d_log and n >= fut_after:
+                       f"{summary}; effect {to_fraction(eff):+.2%} (bias-adjusted)", lk,
+                       effect=eff, extra={"effect_estimate": ESTIMATE})
+        if lk.futility_hi < d_log and n >= max(fut_after, keep_from):
             return out(Verdict.DISCARD, f"discarded early (futility): the effect is short of "
                        f"{band} by more than the futility margin; {summary}", lk)
         if n_compare >= spec.max_pairs:
@@ -308,20 +324,33 @@ class SequentialRule:
                    nxt=NextBlock(min(block, spec.max_pairs - n_compare),
                                  reason="undecided"))
 
-    def _wild_share(self, pairs: Sequence[Pair], used: Sequence[int], lk: Look,
-                    ctx: DecisionContext) -> float:
+    def _wild_share(self, pairs: Sequence[Pair], used: Sequence[int], vals: Sequence[float],
+                    lk: Look, ctx: DecisionContext) -> float:
         """The share of pairs that are wild: set aside by the estimate (weight below ½),
         or from a block whose own noise is over :data:`WILD_BLOCK` times its slot's."""
         if not used:
             return 0.0
+        pooled = ctx.pooled
+
+        def ref(slot: float) -> float:
+            # a slot's noise from a few samples of its own can be inflated by wild ones: the
+            # pool's (the latest samples of every slot) is the reference where it is lower
+            if math.isfinite(pooled) and pooled > 0:
+                return min(slot, pooled)
+            return slot
+
         count = 0
         for k, i in enumerate(used):
             p = pairs[i]
-            slot = ctx.noise.get(p.slot)
-            own = ctx.block_noise.get(p.block_id)
-            noisy = (slot is not None and own is not None and math.isfinite(slot)
-                     and slot > 0 and own > WILD_BLOCK * slot)
-            if noisy or lk.est.weights[k] < 0.5:
+            slot = ctx.noise.get(p.slot, math.nan)
+            own = ctx.block_noise.get(p.block_id, math.nan)
+            known = math.isfinite(slot) and slot > 0
+            noisy = known and own > WILD_BLOCK * slot
+            # far from the estimate by the slot's noise: when most of a few pairs are wild
+            # the estimate (and every block's scale) sits on them, and the clean pairs are
+            # the ones it leaves out
+            far = known and abs(vals[k] - lk.est.mean) > BIWEIGHT_K * ref(slot)
+            if noisy or far or lk.est.weights[k] < 0.5:
                 count += 1
         return count / len(used)
 
@@ -356,12 +385,17 @@ class SequentialRule:
             return False, (f"the confirmation block's effect {to_fraction(new.mean):+.2%} is "
                            f"significantly below the {to_fraction(prev.mean):+.2%} before it "
                            f"(z = {z:.1f})")
+        if z > AGREE_Z:
+            # the interval over all pairs (robust: a wild fresh pair weighs nothing) is the
+            # test; a fresh block far above the rest adds to it but is not taken at its word
+            return True, (f"its effect {to_fraction(new.mean):+.2%}, above the "
+                          f"{to_fraction(prev.mean):+.2%} before it (z = {z:+.1f})")
         return True, f"its effect {to_fraction(new.mean):+.2%}, in agreement (z = {z:+.1f})"
 
     def _unbiased(self, pairs: Sequence[Pair], used: Sequence[int], vals: Sequence[float],
                   scales: Sequence[float], start: int, ctx: DecisionContext, prior_df: int,
                   d_log: float) -> float:
-        """The median-unbiased effect (log scale) of a keep whose provisional look ended at
+        """The bias-adjusted effect (log scale) of a keep whose provisional look ended at
         pair ``start``; pairs from ``start`` on are fresh and averaged in."""
         k_used = [k for k, i in enumerate(used) if i < start]
         rest = [k for k, i in enumerate(used) if i >= start]
@@ -380,16 +414,15 @@ class SequentialRule:
             d = round(d_log / sd, 2)
             upper = tuple(round(lk * d + zk * math.sqrt(lk), 3) if lk >= first else math.inf
                           for lk, zk in zip(looks, z, strict=True))
-            s_obs = max(prov.mean / sd * looks[k], upper[k])
-            theta = median_unbiased(looks, upper, k, s_obs) * sd
+            x_obs = max(prov.mean / sd, upper[k] / looks[k])
+            theta = bias_adjusted(looks, upper, k, x_obs) * sd
         if not rest:
             return theta
-        fresh = biweight([vals[k] for k in rest], [scales[k] for k in rest], prior_df)
-        w_prov = n / (sd * sd) if sd > 0 else 0.0
-        w_rest = fresh.n / (sd * sd) if sd > 0 else 0.0
-        if w_prov + w_rest == 0:
-            return theta
-        return (w_prov * theta + w_rest * fresh.mean) / (w_prov + w_rest)
+        # the fresh pairs were not selected by the provisional look: the estimate over all
+        # pairs (robust, so a wild confirmation pair carries no weight) less the selection
+        # bias of the provisional pairs, in their share of the information
+        every = biweight(vals, scales, prior_df)
+        return every.mean - (prov.mean - theta) * n / every.n
 
 
 def min_pairs_for(wild: float, cap: int) -> int:
