@@ -31,7 +31,8 @@ Two thresholds decide, reported separately in words:
   margin ``F·σ/n`` falls short of +δ, after enough pairs for a standard error of 2δ.
 
 Both wait while many pairs are wild (from a noisy block, down-weighted by the estimate, or
-farther from it than the slot's noise allows, the pool's where that is lower): a robust
+farther from the median of their slot's pairs than the slot's noise allows, the pool's
+where that is lower): a robust
 estimate over a few pairs, most of them hit by a noisy neighbour on one side, sits on the
 wild ones, so no keep and no futility stop before a majority on one side is unlikely.
 
@@ -47,6 +48,7 @@ pair budget without a decision discards the candidate as inconclusive.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -271,9 +273,6 @@ class SequentialRule:
             elsewhere = cslot not in {pairs[i].slot for i in used if i < start}
             agree, why = self._agrees(vals, scales, fresh, lk, d_log, prior_df, cslot, band,
                                       elsewhere)
-            if agree and n < keep_from:
-                agree, why = False, (f"{wild:.0%} of the pairs are wild: no keep before "
-                                     f"{keep_from} pairs")
             if agree:
                 eff = self._unbiased(pairs, used, vals, scales, start, ctx, prior_df, d_log)
                 conf_x.update(confirm_agreed=True,
@@ -339,6 +338,11 @@ class SequentialRule:
                 return min(slot, pooled)
             return slot
 
+        # the centre of each slot's own pairs: an effect may differ between slots (GPUs)
+        by_slot: dict[str, list[float]] = {}
+        for k, i in enumerate(used):
+            by_slot.setdefault(pairs[i].slot, []).append(vals[k])
+        centre = {slot: statistics.median(v) for slot, v in by_slot.items()}
         count = 0
         for k, i in enumerate(used):
             p = pairs[i]
@@ -346,10 +350,10 @@ class SequentialRule:
             own = ctx.block_noise.get(p.block_id, math.nan)
             known = math.isfinite(slot) and slot > 0
             noisy = known and own > WILD_BLOCK * slot
-            # far from the estimate by the slot's noise: when most of a few pairs are wild
-            # the estimate (and every block's scale) sits on them, and the clean pairs are
-            # the ones it leaves out
-            far = known and abs(vals[k] - lk.est.mean) > BIWEIGHT_K * ref(slot)
+            # far from its slot's pairs by the slot's noise: when most of a few pairs are
+            # wild the estimate (and every block's scale) sits on them, and the clean pairs
+            # are the ones it leaves out
+            far = known and abs(vals[k] - centre[p.slot]) > BIWEIGHT_K * ref(slot)
             if noisy or far or lk.est.weights[k] < 0.5:
                 count += 1
         return count / len(used)
