@@ -24,9 +24,9 @@ PRESET = "default"  # "default" or "tiny" (the environment's GPT_PRESET wins)
 TIME_BUDGET = 300.0  # seconds of training, compile steps excluded
 TOTAL_BATCH_SIZE = 262144  # tokens per optimizer step (2**18)
 DEVICE_BATCH_SIZE = 128  # sequences per forward/backward (gradient accumulation fills up;
-# 128 x 2048 is one micro-batch per step and about 47.5 GB on an H200: 64 halves that)
+# 128 x 2048 is one micro-batch per step and about 58 GB on an H200: 64 halves that)
 DEPTH = 8  # transformer blocks
-MODEL_DIM = 512  # width, rounded up to a multiple of HEAD_DIM
+MODEL_DIM = 640  # width, rounded up to a multiple of HEAD_DIM (640: five heads)
 HEAD_DIM = 128
 VALUE_EMBEDS = True  # per-token value embeddings mixed into every other layer's values
 EMBED_DTYPE = "bfloat16"  # token and value tables on a GPU, "bfloat16" or "float32"; bf16
