@@ -225,6 +225,57 @@ def test_robust_scale_ignores_a_noisy_neighbour() -> None:
     clean = 0.015 * math.sqrt(2)
     assert 0.8 * clean < float(np.median(out)) < 1.5 * clean
     assert float(np.mean(out)) < 2.5 * clean  # a median-based start: about 3.5x
+    # the tail too: δ's floor follows this scale, and one trim from the low quantile was
+    # over five times the truth in one window in twenty
+    assert float(np.quantile(out, 0.95)) < 2.5 * clean
+
+
+def test_robust_scale_of_normal_noise_is_unbiased_and_as_steady() -> None:
+    from assay.stats.noise import robust_scale
+
+    rng = np.random.default_rng(8)
+    out = np.array([robust_scale(list(rng.normal(0, 0.02, WINDOW))) for _ in range(400)])
+    assert abs(float(np.median(out)) / 0.02 - 1) < 0.05
+    assert float(np.std(out) / np.mean(out)) < 0.2
+
+
+def test_a_pair_with_a_tiny_scale_does_not_make_the_estimate_exact() -> None:
+    """A block whose scale came out far too small (a few quiet samples) would act as an
+    exact measurement; its scale is held to a share of the pool's noise."""
+    rule = SequentialRule()
+    rng = np.random.default_rng(2)
+    xs = list(rng.normal(0.0, 0.03, 8))
+    xs[1] = xs[0]  # the tiny block's two pairs agree
+    pairs = [Pair(100.0, 100.0 * math.exp(x), "s0", f"b{i // 2}", BlockKind.COMPARE)
+             for i, x in enumerate(xs)]
+    base = DecisionContext(Direction.MAXIMIZE, SPEC, SPEC.delta, slots=("s0",),
+                           noise={"s0": 0.03}, pooled=0.03,
+                           block_noise={"b0": 1e-5, "b1": 0.03, "b2": 0.03, "b3": 0.03})
+    d = rule.decide(pairs, base)
+    assert d.details["sd"] > 0.005
+    assert d.lo is not None and d.hi is not None and d.lo < 0.0 < d.hi  # a no-op
+    # without the pool's noise to hold it, the tiny block decides alone
+    bare = rule.decide(pairs, replace(base, pooled=math.nan))
+    assert bare.details["sd"] < 0.01 * d.details["sd"]
+    assert bare.lo is not None and bare.lo > 0.0
+
+
+def test_a_majority_of_wild_pairs_holds_the_keep_back() -> None:
+    """Most of six pairs have a slowed incumbent run (+30-40%); the block scales and the
+    slot's noise, from four samples, sit on them, but against the pool's noise the clean
+    pairs are far from the slot's median: no keep yet."""
+    rule = SequentialRule()
+    xs = [0.378, 0.319, 0.041, 0.121, 0.372, 0.335]
+    pairs = [Pair(100.0, 100.0 * math.exp(x), "s0", f"b{i // 2}", BlockKind.COMPARE)
+             for i, x in enumerate(xs)]
+    ctx = DecisionContext(Direction.MAXIMIZE, replace(SPEC, confirm=False), 0.0075,
+                          slots=("s0",), noise={"s0": 0.22},
+                          block_noise={"b0": 0.04, "b1": 0.28, "b2": 0.05})
+    fooled = rule.decide(pairs, ctx)
+    assert fooled.verdict is Verdict.KEEP  # the slot's inflated noise hides the wild pairs
+    held = rule.decide(pairs, replace(ctx, pooled=0.028))
+    assert held.verdict is Verdict.CONTINUE
+    assert "are wild" in held.details["keep_from"]
 
 
 def test_block_scale_follows_the_blocks_own_samples() -> None:

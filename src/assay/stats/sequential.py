@@ -68,6 +68,7 @@ WILD_RISK = 0.01  # the chance of a wild majority on one side that a keep accept
 IMPLAUSIBLE_K = 20.0  # an effect beyond this many max(noise, δ) must be reproduced
 AGREE_Z = 1.96  # a confirmation this many standard errors below the rest disagrees
 PRIOR_DF_CAP = 16  # the noise model is worth at most this many pairs in the variance
+SCALE_FLOOR = 0.25  # a block's scale is at least this share of the pool's noise
 
 
 ESTIMATE = "bias-adjusted among keeps (conditional mean at the stopping look)"
@@ -451,11 +452,19 @@ def min_pairs_for(wild: float, cap: int) -> int:
 
 
 def _scale(p: Pair, ctx: DecisionContext, pooled: float) -> float:
-    """The pair noise of the block a pair belongs to (its slot's, then the pooled)."""
+    """The pair noise of the block a pair belongs to (its slot's, then the pooled), at
+    least :data:`SCALE_FLOOR` of the pool's current noise.
+
+    A block's scale is its slot's estimate updated with the block's two samples; from a
+    few samples either can come out several times too small, and a pair weighted by
+    ``1/s²`` with a tiny ``s`` acts as an exact measurement: the estimate sits on it and
+    its standard error collapses (a no-op candidate kept with a pair sd of 0.26% where the
+    pool's was 4.5%)."""
+    floor = SCALE_FLOOR * ctx.pooled if math.isfinite(ctx.pooled) else 0.0
     for v in (ctx.block_noise.get(p.block_id), ctx.noise.get(p.slot), pooled):
         if v is not None and math.isfinite(v) and v > 0:
-            return v
-    return math.nan
+            return max(v, floor)
+    return floor if floor > 0 else math.nan
 
 
 def _where(lk: Look, d_log: float, band: str, conf: str) -> str:
