@@ -32,9 +32,9 @@ Two thresholds decide, reported separately in words:
 
 Both wait while many pairs are wild (from a noisy block, down-weighted by the estimate, or
 farther from the median of their slot's pairs than the slot's noise allows, the pool's
-where that is lower): a robust
-estimate over a few pairs, most of them hit by a noisy neighbour on one side, sits on the
-wild ones, so no keep and no futility stop before a majority on one side is unlikely.
+where that is lower): a robust estimate over a few pairs, most of them hit by a noisy
+neighbour on one side, sits on the wild ones, so no keep and no futility stop before a
+majority on one side is unlikely.
 
 Every look the rule takes is a planned one: the plan runs from the first block to the pair
 budget plus room for :data:`MAX_CONFIRMATIONS` confirmation blocks; re-runs after a
@@ -327,7 +327,9 @@ class SequentialRule:
     def _wild_share(self, pairs: Sequence[Pair], used: Sequence[int], vals: Sequence[float],
                     lk: Look, ctx: DecisionContext) -> float:
         """The share of pairs that are wild: set aside by the estimate (weight below ½),
-        or from a block whose own noise is over :data:`WILD_BLOCK` times its slot's."""
+        from a block whose own noise is over :data:`WILD_BLOCK` times its slot's, or
+        farther from the median of its slot's pairs than :data:`BIWEIGHT_K` times the
+        slot's noise (the pool's where that is lower)."""
         if not used:
             return 0.0
         pooled = ctx.pooled

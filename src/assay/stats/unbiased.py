@@ -15,15 +15,20 @@ effect averages about ``θ`` (simulated: ``benchmarks/decisions.py``, column ``e
 The stagewise-ordering median-unbiased estimate (Emerson & Fleming 1990), used before,
 is median-unbiased over all keeps together but by the look at which it stopped it is not:
 it treats an early keep as the most extreme outcome, and so reported early keeps at two to
-three times the truth and late ones at half of it. The mean adjustment takes out the same
-average inflation whatever the look.
+three times the truth and late ones below it (a true +2δ in 3% noise, 400 simulated
+decisions). The mean adjustment takes out the same average inflation whatever the look.
+It is nearly unbiased when the inflation changes slowly with the effect: with the keep
+boundary of ``alpha · t³`` spending (the rule's) the mean over keeps came out at 0.89 to
+1.12 times the truth in the exact normal model; with Pocock-shaped ``alpha · t`` at 1.16
+to 1.35 times (its early boundary lets modest effects keep on lucky draws).
 
 The expectation comes from the null sub-densities of the running sum on the continuation
 region (carried on one uniform grid from look to look), tilted to any ``θ`` by the
 likelihood ratio ``exp(θ S − θ² n / 2)``, so one recursion serves every ``θ``. The design
 is the keep boundary alone, in units of the per-pair sd: stopping for futility is
-non-binding and not modelled, and pairs measured after the stopping look (the
-confirmation block) are fresh, unselected evidence, averaged in with their weight.
+non-binding and not modelled. Pairs measured after the stopping look (the confirmation
+block) were not selected by it: the rule reports the robust estimate over all pairs less
+this bias in the provisional pairs' share of them.
 """
 
 from __future__ import annotations
