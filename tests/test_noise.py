@@ -301,3 +301,24 @@ def test_biweight_gives_a_far_block_no_weight_on_either_side() -> None:
         assert est.weights[-1] == 0.0 and est.weights[-2] == 0.0
     clean = biweight(base, [0.01] * 8, 8)
     assert math.isfinite(clean.se) and clean.se > 0
+
+
+def test_a_candidate_with_no_chance_of_a_keep_by_the_budget_stops_early() -> None:
+    """Just above δ with the noise of a busy machine, a keep at the budget is out of reach:
+    from a quarter of the budget on the rule stops, and says the chance; a candidate whose
+    effect could still clear δ goes on, and so does the same one before a quarter."""
+    rule = SequentialRule()
+    ctx = DecisionContext(Direction.MAXIMIZE, SPEC, SPEC.delta, slots=("s0",),
+                          noise={"s0": 0.04}, pooled=0.04)
+
+    def pairs_at(mean: float, n: int) -> list[Pair]:
+        xs = [mean + (0.04 if i % 2 else -0.04) for i in range(n)]
+        return [Pair(100.0, 100.0 * math.exp(x), "s0", f"b{i // 2}", BlockKind.COMPARE)
+                for i, x in enumerate(xs)]
+
+    low = rule.decide(pairs_at(0.012, 16), ctx)
+    assert low.verdict is Verdict.DISCARD
+    assert "chance of a keep by the budget of 40 pairs" in low.reason
+    assert low.details["keep_chance"] < 0.05
+    assert rule.decide(pairs_at(0.012, 8), ctx).verdict is Verdict.CONTINUE  # under 10
+    assert rule.decide(pairs_at(0.03, 16), ctx).verdict is Verdict.CONTINUE
