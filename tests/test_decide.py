@@ -6,6 +6,7 @@ resumed run would hand it over.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -156,6 +157,49 @@ def test_a_candidate_with_no_usable_run_is_finished(status: RunStatus, crashed: 
     act = decide_next(evidence(block("b1", CLEAN_WIN, status=status)), FixedPairs())
     assert isinstance(act, Invalid) and act.crashed is crashed
     assert act.reason.startswith(status.value)
+
+
+def test_a_run_a_watch_condition_stopped_ends_the_experiment_as_crashed() -> None:
+    # an ordinary crash after good runs is measured again; an early stop is not: the
+    # candidate was seen doing something useless, and each retry costs a run
+    from assay.worker import early_stop_reason
+
+    good = block("b1", CLEAN_WIN)
+    crash = RunResult("b2-r1", "b2", "e0001", Role.CANDIDATE, 1, RunStatus.CRASHED, {},
+                      "exit 1: Killed")
+    act = decide_next(evidence(good, BlockEvidence("b2", BlockKind.COMPARE, INC.commit, "s0",
+                                                   (crash,))), FixedPairs())
+    assert not isinstance(act, Invalid)
+    why = early_stop_reason("loss is not finite (loss = nan)", 4.0, 45.0, 300.0)
+    stopped = RunResult("b2-r1", "b2", "e0001", Role.CANDIDATE, 1, RunStatus.CRASHED, {}, why)
+    act = decide_next(evidence(good, BlockEvidence("b2", BlockKind.COMPARE, INC.commit, "s0",
+                                                   (stopped,))), FixedPairs())
+    assert isinstance(act, Invalid) and act.crashed
+    assert act.reason == f"crashed: {why}"
+
+
+def test_a_slow_stop_against_an_older_incumbent_run_is_measured_again_once() -> None:
+    # "slower than the incumbent" compares with the incumbent's latest run on the slot: when
+    # that run is from an earlier block the machine may have got busier since, so the
+    # candidate is measured again right after a fresh incumbent run; slow again: crashed
+    from assay.worker import early_stop_reason
+
+    why = early_stop_reason("tokens_per_second < 0.2 * incumbent (tokens_per_second = 150, "
+                            "limit 200, 3 lines in a row)", 4.0, 45.0, 300.0)
+    good = block("b1", CLEAN_WIN)
+    alone = RunResult("b2-r1", "b2", "e0001", Role.CANDIDATE, 1, RunStatus.CRASHED, {}, why)
+    act = decide_next(evidence(good, BlockEvidence("b2", BlockKind.COMPARE, INC.commit, "s0",
+                                                   (alone,))), FixedPairs())
+    assert isinstance(act, Rerun) and act.block.run_order() == "AB"
+    assert act.block.kind is BlockKind.RERUN and "fresh incumbent run" in act.message
+    inc = RunResult("b3-r1", "b3", "e0001", Role.INCUMBENT, 1, RunStatus.OK, {"speed": 100.0},
+                    "")
+    again = dataclasses.replace(alone, run_id="b3-r2", block_id="b3", index=2)
+    act = decide_next(evidence(good, BlockEvidence("b2", BlockKind.COMPARE, INC.commit, "s0",
+                                                   (alone,)),
+                               BlockEvidence("b3", BlockKind.RERUN, INC.commit, "s0",
+                                             (inc, again))), FixedPairs())
+    assert isinstance(act, Invalid) and act.crashed and act.reason == f"crashed: {why}"
 
 
 def test_a_changed_harness_is_invalid_even_with_good_values() -> None:

@@ -74,13 +74,34 @@ def test_loss_above_limit_only_after_step_10(tmp_path: Path) -> None:
     r, _ = _run(tmp_path, early)
     assert r.stopped == "" and r.exit_code == 0  # high loss before step 10 is allowed
     late = _bench(tmp_path, f"""
-        for s in range(1, 13):
+        for s in range(1, 15):
             line(s, 5.0 if s < 12 else {limit + 1}, 1000)
         time.sleep(120)
         """)
     r, _ = _run(tmp_path, late)
     assert r.stopped.startswith("loss > 1.5 * ln(vocab) after step 10"), r.stopped
-    assert "limit 9.35" in r.stopped
+    assert "limit 9.35" in r.stopped and "3 lines in a row" in r.stopped
+
+
+def test_one_slow_or_spiky_line_does_not_stop_the_run() -> None:
+    # a step that waited for a busy CPU, or one loss spike, is not a useless run: a
+    # comparison must hold on `persist` lines in a row; a NaN stops the run at once
+    w = Watcher(SPEC, {"tokens_per_second": 1000.0})
+    for step, tps in enumerate([1000, 150, 1000, 150, 150, 1000, 150, 150], start=1):
+        assert w.feed(f"step {step} | loss 5.0 | {tps} tok/s", float(step)) == "", step
+    assert w.feed("step 20 | loss 12.0 | 1000 tok/s", 20.0) == ""  # a spike
+    assert w.feed("step 21 | loss 5.0 | 1000 tok/s", 21.0) == ""
+    assert w.feed("step 22 | loss 5.0 | 150 tok/s", 22.0) == ""
+    assert w.feed("step 23 | loss 5.0 | 150 tok/s", 23.0) == ""
+    assert w.feed("step 24 | loss 5.0 | 150 tok/s", 24.0) == (
+        "tokens_per_second < 0.2 * incumbent (tokens_per_second = 150, limit 200, "
+        "3 lines in a row)")
+    once = Watcher(SPEC)
+    assert once.feed("step 1 | loss nan | 1000 tok/s", 1.0).startswith("loss is not finite")
+    strict = Watcher(WatchSpec(LINE, STOP, {"vocab": 512.0}, persist=1),
+                     {"tokens_per_second": 1000.0})
+    assert strict.feed("step 1 | loss 5.0 | 150 tok/s", 1.0).endswith("(tokens_per_second "
+                                                                      "= 150, limit 200)")
 
 
 def test_stall_stops_the_run(tmp_path: Path) -> None:
@@ -103,7 +124,7 @@ def test_slow_run_stops_against_the_incumbent(tmp_path: Path) -> None:
         """)
     r, _ = _run(tmp_path, cmd, {"tokens_per_second": 1000.0})
     assert r.stopped == ("tokens_per_second < 0.2 * incumbent "
-                         "(tokens_per_second = 150, limit 200)"), r.stopped
+                         "(tokens_per_second = 150, limit 200, 3 lines in a row)"), r.stopped
     # without an incumbent reference the condition is inactive
     fast = _bench(tmp_path, """
         for s in range(1, 5):
@@ -123,7 +144,7 @@ def test_early_stop_reason_says_what_was_saved() -> None:
 def test_expression_language_is_parsed_not_evaluated() -> None:
     c = parse_condition("max(loss, 1) / 2 >= -(3 - ln(exp(4)))")
     assert c.kind == "compare" and c.op == ">="
-    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", (c.text,)))
+    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", (c.text,), persist=1))
     assert w.feed("loss 0.5", 0.0) == ""  # max(0.5, 1) / 2 = 0.5 < 1
     assert w.feed("loss 4", 0.0).endswith("(value = 2, limit 1)")  # 4 / 2 >= 1
     for bad in ("__import__('os').system('x') > 1", "loss > 1; rm", "loss >", "open(1) > 0",
@@ -133,7 +154,7 @@ def test_expression_language_is_parsed_not_evaluated() -> None:
 
 
 def test_conditions_fire_in_declared_order() -> None:
-    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", ("loss > 2", "loss < 100")))
+    w = Watcher(WatchSpec(r"loss (?P<loss>\S+)", ("loss > 2", "loss < 100"), persist=1))
     assert w.feed("no match here", 1.0) == ""
     assert w.feed("loss 5", 1.0) == "loss > 2 (loss = 5, limit 2)"
 
@@ -148,6 +169,12 @@ def test_config_errors_name_the_key() -> None:
         from_table({"line": "loss", "stop": ["loss > 1"]}, "metric.watch", err)
     with pytest.raises(ConfigError, match="not a key"):
         from_table({"line": LINE, "stop": ["loss > 1"], "when": 1}, "metric.watch", err)
+    for bad in (0, 1.5, True, "3"):
+        with pytest.raises(ConfigError, match="whole number of progress lines"):
+            from_table({"line": LINE, "stop": ["loss > 1"], "persist": bad}, "metric.watch",
+                       err)
+    assert from_table({"line": LINE, "stop": ["loss > 1"], "persist": 5}, "metric.watch",
+                      err).persist == 5
     assert validate(SPEC) == ""
 
 

@@ -41,6 +41,7 @@ from .model import (
     Verdict,
     as_pairs,
 )
+from .watch import EARLY_STOP, against_incumbent
 
 MAX_RERUNS = 2  # re-measurements of suspicious values before the candidate is invalid
 MAX_EXECUTOR_RETRIES = 3  # slot failures of one experiment before it is crashed
@@ -201,6 +202,19 @@ def _triage(ev: Evidence) -> Action | None:
     harness = [r for r in cand_runs if r.status is RunStatus.HARNESS_CHANGED]
     if harness:
         return Invalid(f"harness_changed: {harness[0].reason}")
+    stopped = next((i for i, r in enumerate(last.runs) if r.role is Role.CANDIDATE and
+                    r.status is RunStatus.CRASHED and r.reason.startswith(EARLY_STOP)), None)
+    if stopped is not None:  # a watch condition held: the candidate does something useless
+        run = last.runs[stopped]
+        fresh = any(r.role is Role.INCUMBENT and r.status is RunStatus.OK
+                    for r in last.runs[:stopped])
+        if against_incumbent(run.reason) and not fresh:
+            # slower than an incumbent run of an earlier block: the machine may be busier
+            # now; measure both again, the incumbent first, before blaming the candidate
+            return Rerun(NextBlock(1, BlockKind.RERUN, reason="early stop", order="AB"),
+                         f"{ev.experiment_id}: {run.reason}; measured again beside a fresh "
+                         "incumbent run before it counts", event="retry")
+        return Invalid(f"{run.status.value}: {run.reason}", crashed=True)
     if cand_runs and not any(r.status is RunStatus.OK for r in cand_runs):
         bad = cand_runs[-1]
         if bad.status is RunStatus.INVALID:

@@ -8,6 +8,7 @@ Declared under ``[metric.watch]``::
     let = { vocab = 8192 }
     stop = ["tokens_per_second < 0.2 * incumbent", "loss is not finite",
             "loss > 1.5 * ln(vocab) after step 10", "no progress line for 60 s"]
+    persist = 3
 
 ``line`` is a regular expression with named groups; every line of the run's output that
 it matches is a progress line and its groups are numbers (``nan`` and ``inf`` included).
@@ -20,11 +21,15 @@ A condition is one of:
   prints none for N seconds after that is stopped.
 
 ``after NAME N`` at the end of the first two kinds makes the condition apply only once the
-field ``NAME`` exceeds ``N``. Expressions are numbers, field names, ``let`` constants, the
-functions ``ln log exp sqrt abs min max``, ``+ - * /`` and parentheses; ``incumbent`` is
-the incumbent's value of the field on the left of the comparison (the median over its
-latest run on the same slot); a condition naming it is inactive until the slot has one.
-The text is parsed by a small recursive-descent parser: nothing is evaluated by Python.
+field ``NAME`` exceeds ``N``. A comparison stops the run when it holds on ``persist``
+progress lines in a row (3 unless ``[metric.watch] persist`` says otherwise): one slow or
+spiky line, a step that waited for a busy CPU or a loss spike, is not a run doing something
+useless. ``is not finite`` stops the run at the first such line. Expressions are numbers,
+field names, ``let`` constants, the functions ``ln log exp sqrt abs min max``,
+``+ - * /`` and parentheses; ``incumbent`` is the incumbent's value of the field on the
+left of the comparison (the median over its latest run on the same slot); a condition
+naming it is inactive until the slot has one. The text is parsed by a small
+recursive-descent parser: nothing is evaluated by Python.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)|([A-Za-z_]\w*
 _SILENCE = re.compile(r"^\s*no progress line for\s+(\d+(?:\.\d*)?)\s*(?:s|sec|seconds?)\s*$")
 _AFTER = re.compile(r"^(.*?)\s+after\s+([A-Za-z_]\w*)\s+(-?\d+(?:\.\d*)?)\s*$")
 _NOT_FINITE = re.compile(r"^(.*?)\s+is not finite\s*$")
+
+
+EARLY_STOP = "stopped early"  # how the reason of a run a condition stopped begins
+PERSIST = 3  # progress lines in a row a comparison must hold on before it stops a run
 
 
 class WatchError(ValueError):
@@ -227,6 +236,7 @@ class WatchSpec:
     line: str
     stop: tuple[str, ...]
     let: Mapping[str, float] = field(default_factory=dict)
+    persist: int = PERSIST
 
     def pattern(self) -> re.Pattern[str]:
         return re.compile(self.line)
@@ -279,6 +289,7 @@ class Watcher:
         self.values: dict[str, list[float]] = {}
         self.lines = 0
         self.reason = ""
+        self.streaks = [0] * len(self.conds)  # lines in a row each condition has held on
 
     def feed(self, line: str, now: float) -> str:
         m = self.pattern.search(line)
@@ -293,16 +304,22 @@ class Watcher:
         for k, v in fields.items():
             self.values.setdefault(k, []).append(v)
         env = {**self.spec.let, **fields}
-        for c in self.conds:
+        for i, c in enumerate(self.conds):
             if c.kind == "silence":
                 continue
             why = self._check(c, env)
-            if why:
-                self.reason = f"{c.text} ({why})"
+            if why is None:  # this line does not carry the condition's fields
+                continue
+            self.streaks[i] = self.streaks[i] + 1 if why else 0
+            need = 1 if c.kind == "not_finite" else self.spec.persist
+            if why and self.streaks[i] >= need:
+                times = f", {need} lines in a row" if need > 1 else ""
+                self.reason = f"{c.text} ({why}{times})"
                 return self.reason
         return ""
 
-    def _check(self, c: Condition, env: dict[str, float]) -> str:
+    def _check(self, c: Condition, env: dict[str, float]) -> str | None:
+        """Why ``c`` holds on this line, '' when it does not, None when it cannot tell."""
         if c.after is not None:
             name, limit = c.after
             if name not in env or not env[name] > limit:
@@ -317,7 +334,7 @@ class Watcher:
                 return f"{_show(c.left)} = {left}" if not math.isfinite(left) else ""
             right = _eval(c.right, env)
         except KeyError:
-            return ""  # a field this line does not carry
+            return None  # a field this line does not carry
         if OPS[c.op](left, right):
             return f"{_show(c.left)} = {left:g}, limit {right:g}"
         return ""
@@ -340,6 +357,17 @@ class Watcher:
         return out
 
 
+def against_incumbent(reason: str) -> bool:
+    """Whether the early stop of ``reason`` (as the worker records it) came from a
+    condition that names ``incumbent``."""
+    text = reason.removeprefix(EARLY_STOP).lstrip(": ")
+    cond = text.split(" (", 1)[0]
+    try:
+        return "incumbent" in parse_condition(cond).names()
+    except WatchError:
+        return False
+
+
 def _show(node: Node) -> str:
     return str(node[1]) if node and node[0] in ("name", "num") else "value"
 
@@ -347,9 +375,15 @@ def _show(node: Node) -> str:
 def from_table(data: Mapping[str, object], where: str,
                error: Callable[[str, str, str], ConfigError]) -> WatchSpec:
     """A WatchSpec from the ``[metric.watch]`` table; ``error(key, message, valid)``."""
-    unknown = set(data) - {"line", "stop", "let"}
+    unknown = set(data) - {"line", "stop", "let", "persist"}
     if unknown:
-        raise error(sorted(unknown)[0], "is not a key of [metric.watch]", "line, stop, let")
+        raise error(sorted(unknown)[0], "is not a key of [metric.watch]",
+                    "line, stop, let, persist")
+    persist = data.get("persist", PERSIST)
+    if not isinstance(persist, int) or isinstance(persist, bool) or persist < 1:
+        raise error("persist", "must be a whole number of progress lines, at least 1",
+                    f"e.g. {PERSIST}: a comparison stops the run when it holds on that many "
+                    "lines in a row")
     line = data.get("line")
     if not isinstance(line, str) or not line:
         raise error("line", "is required: a regular expression with named groups",
@@ -362,7 +396,7 @@ def from_table(data: Mapping[str, object], where: str,
     if not isinstance(let, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in let.values()):
         raise error("let", "must be a table of numbers", "{ vocab = 8192 }")
-    spec = WatchSpec(line, tuple(stop), {str(k): float(v) for k, v in let.items()})
+    spec = WatchSpec(line, tuple(stop), {str(k): float(v) for k, v in let.items()}, persist)
     why = validate(spec)
     if why:
         raise error("stop" if why.startswith("stop") else "line", why, "")

@@ -33,7 +33,7 @@ from .config import Command, MetricSpec, Target
 from .errors import AssayError, MetricError, PatchError
 from .metrics import check_bounds, read_metric
 from .model import Block, BlockResult, Incumbent, ParamValue, Role, RunResult, RunStatus, Slot
-from .watch import Watcher
+from .watch import EARLY_STOP, Watcher
 from .workspace import Workspace, diff_hashes, hash_paths, split_params
 
 
@@ -278,7 +278,7 @@ def early_stop_reason(why: str, wall_s: float, full_s: float | None, timeout_s: 
     incumbent's latest full run on the slot, or the bench timeout when there is none yet."""
     full, ref = (full_s, "the incumbent's run") if full_s else (timeout_s, "the bench timeout")
     saved = max(0.0, full - wall_s)
-    return (f"stopped early: {why}; after {wall_s:.1f} s, saving about {saved:.0f} s against "
+    return (f"{EARLY_STOP}: {why}; after {wall_s:.1f} s, saving about {saved:.0f} s against "
             f"{ref} ({full:.0f} s)")
 
 
