@@ -378,11 +378,27 @@ def test_expensive_asks_for_more_near_delta_and_confirms_a_keep() -> None:
     pairs = b_only([106.0, 105.5, 106.5, 106.0])
     d = rule.decide(pairs, ctx)
     assert d.next_block is not None and d.next_block.kind is BlockKind.CONFIRM
-    assert d.next_block.other_slot and d.next_block.order == "B"
-    pairs += b_only([105.5], slot="s1", kind=BlockKind.CONFIRM, start=10)
-    d = rule.decide(pairs, ctx)
+    assert d.next_block.other_slot and d.next_block.order == "AB"
+    assert d.lo is not None and d.hi is not None and d.effect is not None
+    assert d.hi - d.effect == pytest.approx(d.effect - d.lo, rel=0.05)  # two-sided
+    confirmed = [*pairs, Pair(100.2, 105.5, "s1", "b10", BlockKind.CONFIRM)]
+    d = rule.decide(confirmed, ctx)
     assert d.verdict is Verdict.KEEP and d.rule == "expensive"
     assert d.details["incumbent_runs_reused"] == {"s0": 4, "s1": 3}
+
+
+def test_expensive_confirmation_is_paired_with_a_fresh_incumbent_run() -> None:
+    # the history was measured on a busy machine (100); since then it got quieter and every
+    # run is 6% faster, the candidate's too: the fresh incumbent run beside the
+    # confirmation shows the gain is the machine's, and the keep does not stand
+    rule = ExpensiveRule()
+    ctx = hist_ctx({"s0": (100.0, 101.0, 99.0, 100.5)})
+    pairs = b_only([106.0, 105.5, 106.5, 106.0])
+    d = rule.decide(pairs, ctx)
+    assert d.next_block is not None and d.next_block.kind is BlockKind.CONFIRM
+    d = rule.decide([*pairs, Pair(106.2, 105.8, "s0", "b10", BlockKind.CONFIRM)], ctx)
+    assert d.verdict is not Verdict.KEEP
+    assert "short of δ" in d.reason or "no longer above" in d.reason, d.reason
 
 
 def test_expensive_keeps_false_keeps_rare() -> None:

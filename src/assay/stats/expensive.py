@@ -11,8 +11,13 @@ Its variance counts both sides: ``s² (1/n + Σ (n_s/n)² / m_s)`` with ``m_s`` 
 on slot ``s``; the run sd pools the incumbent history, the candidate runs and the
 calibrated noise. The same alpha-spending keep bound and futility margin as the
 sequential rule are applied with one look per run, so a candidate far from δ is decided
-from one or two runs and more are asked for only near δ. A keep is confirmed by one run on
-another slot. Calibration costs one A/A pair per slot (two incumbent runs, which become
+from one or two runs and more are asked for only near δ. The interval reported is the
+two-sided repeated confidence interval at the look's spending bound (Jennison & Turnbull
+1989); the futility bound is a separate threshold. A provisional keep is confirmed by one
+candidate run beside a fresh incumbent run (on another slot where there is one): the keep
+stands when the interval's lower end, with that run, is still above δ and the run itself is
+not clearly short of δ, so a machine that got quieter since the history was measured does
+not pass for a gain. Calibration costs one A/A pair per slot (two incumbent runs, which become
 the slot's first history), and a kept candidate's own runs are its slot's history for the
 new incumbent (``Journal.recent_incumbent_values``). The history is shared by every
 look, which makes successive looks more correlated than the independent increments the
@@ -145,19 +150,35 @@ class ExpensiveRule:
         run_sd = math.sqrt(ss / df)
         factor = 1.0 / n + sum((len(v) / n) ** 2 / len(alogs[s]) for s, v in by_slot.items())
         se = run_sd * math.sqrt(factor)
-        est = Estimate(mean, run_sd, df, n, mean - t_quantile_for(z_keep, df) * se,
-                       mean + t_quantile_for(z_fut, df) * se, z_keep, z_fut)
+        # The interval is two-sided at this look's spending bound (a repeated confidence
+        # interval); the futility threshold is its own, narrower, upper bound.
+        half = t_quantile_for(z_keep, df) * se
+        est = Estimate(mean, run_sd, df, n, mean - half, mean + half, z_keep, z_fut)
+        fut_hi = mean + t_quantile_for(z_fut, df) * se
+        details["futility_bound"] = to_fraction(fut_hi)
         summary = (f"effect {to_fraction(mean):+.2%}, interval [{to_fraction(est.lo):+.2%}, "
                    f"{to_fraction(est.hi):+.2%}] over {n} candidate run(s)")
         confirm_ids, awaiting = confirmation_state(pairs)
         if awaiting:
             cid = confirm_ids[-1]
-            cvals = [x[i] for i in idx if sub[i].block_id == cid
-                     and sub[i].kind is BlockKind.CONFIRM]
-            cest = Estimate(mean, run_sd * math.sqrt(1 + 1 / max(
-                len(alogs.get(_slot_of(pairs, cid), [])), 1)), df, n, est.lo, est.hi,
-                z_keep, z_fut)
+            # The confirmation run against the incumbent run beside it (paired: a machine
+            # that got quieter or busier since the history moves both), else the history.
+            confirming = [sub[i] for i in idx if sub[i].block_id == cid
+                          and sub[i].kind is BlockKind.CONFIRM]
+            paired = [p for p in confirming if _alog(p.a) is not None]
+            if paired:
+                cvals = [sign * (math.log(p.b) - math.log(p.a)) for p in paired]
+                c_sd = run_sd * math.sqrt(2)
+            else:
+                cvals = [x[i] for i in idx if sub[i].block_id == cid
+                         and sub[i].kind is BlockKind.CONFIRM]
+                c_sd = run_sd * math.sqrt(1 + 1 / max(
+                    len(alogs.get(_slot_of(pairs, cid), [])), 1))
+            cest = Estimate(mean, c_sd, df, n, est.lo, est.hi, z_keep, z_fut)
             agree, why = _agrees(cvals, cest, d_log, 1.0)
+            if agree and est.lo <= d_log:  # the keep must still hold with the new run(s)
+                agree, why = False, (f"with the confirmation run the interval's lower end "
+                                     f"{to_fraction(est.lo):+.2%} is no longer above {band}")
             conf = {"confirm_blocks": len(confirm_ids), "confirm_agreed": agree}
             if agree:
                 return out(Verdict.KEEP, f"kept: the sequential lower bound cleared {band} and "
@@ -171,14 +192,15 @@ class ExpensiveRule:
         if est.lo > d_log:
             if spec.confirm:
                 return out(Verdict.CONTINUE, f"provisional keep: the sequential lower bound "
-                           f"lies above {band}; asking for a confirmation run; {summary}", est,
-                           nxt=NextBlock(1, BlockKind.CONFIRM, other_slot=True, order="B",
+                           f"lies above {band}; asking for a confirmation run beside a "
+                           f"fresh incumbent run; {summary}", est,
+                           nxt=NextBlock(1, BlockKind.CONFIRM, other_slot=True, order="AB",
                                          reason="confirm a provisional keep"))
             return out(Verdict.KEEP, f"kept: the sequential lower bound lies wholly above "
                        f"{band}; {summary}", est)
-        if est.hi < d_log:
-            return out(Verdict.DISCARD, f"discarded early (futility): the interval lies "
-                       f"wholly short of {band}; {summary}", est)
+        if fut_hi < d_log:
+            return out(Verdict.DISCARD, f"discarded early (futility): even the futility "
+                       f"bound {to_fraction(fut_hi):+.2%} lies short of {band}; {summary}", est)
         if n_compare >= spec.max_pairs:
             return out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
                        f"{spec.max_pairs} runs: the interval straddles {band}; {summary}", est)
