@@ -139,6 +139,24 @@ def test_duplicates_are_rejected_before_any_run(tiny_target: TinyFactory) -> Non
     assert unknown.state is ExperimentState.INVALID and "undeclared" in unknown.note
 
 
+def test_a_candidate_with_the_incumbents_values_is_rejected_before_any_run(
+        tiny_target: TinyFactory) -> None:
+    from assay.model import Candidate
+
+    root = tiny_target(budget=3, pairs=2)
+    cfg = (root / "assay.toml").read_text()
+    (root / "assay.toml").write_text(cfg.replace('file = "work.py"\n',
+                                                 'file = "work.py"\ndefault = 200000\n'))
+    git(root, "commit", "-qam", "declare the default")
+    with api.session(api.load(root)) as loop:
+        inc = loop.start()
+        same = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 200000}))
+        other = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 150000}))
+    assert same.state is ExperimentState.INVALID
+    assert "the incumbent's" in same.note
+    assert other.state is ExperimentState.QUEUED
+
+
 def test_checks_must_pass_and_guards_must_hold(tiny_target: TinyFactory) -> None:
     checks = "import work, sys\nsys.exit(0 if work.WORK != 12345 else 1)\n"
     root = tiny_target(work=300_000, budget=2, pairs=4, name="g",

@@ -56,6 +56,15 @@ def test_grid_sweep_walks_every_point_once_then_stops(tmp_path: Path) -> None:
     assert sweep.propose(ctx, 1) == []
 
 
+def test_grid_sweep_skips_the_incumbents_own_point(tmp_path: Path) -> None:
+    spec = ParamSpec(name="N", type="int", low=1, high=3, apply="env")
+    sweep = SweepProposer([spec], Direction.MAXIMIZE, sampler="grid")
+    ctx = _ctx(tmp_path)
+    ctx = ProposalContext(target=ctx.target, incumbent=Incumbent("abc", params={"N": 2}))
+    seen = [c.params["N"] for c in sweep.propose(ctx, 5)]
+    assert sorted(seen) == [1, 3]  # type: ignore[type-var]
+
+
 def test_sweep_skips_tried_values_and_learns(tmp_path: Path) -> None:
     spec = ParamSpec(name="C", type="categorical", choices=("a", "b"), apply="env")
     sweep = SweepProposer([spec], Direction.MAXIMIZE, sampler="random", seed=3)

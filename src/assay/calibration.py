@@ -220,7 +220,7 @@ class Calibration:
         blocks = self.journal.blocks(CAL)
         broken = incumbent_failure(result) if result is not None else ""
         if broken:  # fail fast: one crash or hang is enough, the other blocks would repeat it
-            why = f"calibration failed: the incumbent {broken}; fix the target, then run again"
+            why = f"calibration failed: {broken}; fix the target, then run again"
             self.journal.drop_blocks(CAL)  # measure again on the next run
             self.emit("error", why)
             self.fail(why)
@@ -280,4 +280,5 @@ def incumbent_failure(result: BlockResult) -> str:
                None)
     if bad is None:
         return ""
-    return f"{bad.status.value} on slot {result.slot}: {bad.reason} (logs: {bad.stderr_path})"
+    return (f"the incumbent {bad.status.value} on slot {result.slot}: {bad.reason} "
+            f"(logs: {bad.stderr_path})")

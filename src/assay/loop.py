@@ -334,6 +334,10 @@ class Loop:
             return str(cand.meta["rejected"])
         if cand.is_empty():
             return "the candidate changes nothing"
+        inc = self.incumbent
+        if (not cand.patch.strip() and cand.base_commit == inc.commit
+                and all(inc.params.get(k) == v for k, v in cand.params.items())):
+            return "the candidate changes nothing: its parameter values are the incumbent's"
         dup = self.journal.find_digest(cand.digest)
         if dup and not self.session.retry:
             return f"identical to {dup}, already tried"

@@ -121,6 +121,8 @@ class SweepProposer(Proposer):
                 point = self._grid.pop(0)
                 if patch_digest("", point) in tried or patch_digest("", point) in added:
                     continue
+                if all(context.incumbent.params.get(k) == v for k, v in point.items()):
+                    continue  # the incumbent's own values: nothing to measure
                 added.add(patch_digest("", point))
                 out.append(self._candidate(context, point, None))
                 continue
