@@ -284,7 +284,8 @@ def report(sc: Scenario, cells: dict[int, dict[str, Tally]], recovery: list[int]
             out = {"fk": max(rates[:3]), "k4": rates[5], "cover": cover, "ratio": ratio,
                    "runs": runs}
     a = cells
-    per = "  ".join(f"{lb}: {np.mean(a[k]['assay'].runs):.1f}" for k, lb in enumerate(LABELS))
+    labels = LABELS + tuple(f"{e:+.0%}" for e in EXTRA) if len(a) > len(LABELS) else LABELS
+    per = "  ".join(f"{lb}: {np.mean(a[k]['assay'].runs):.1f}" for k, lb in enumerate(labels))
     print(f"assay mean runs by effect: {per}")
     fails: list[str] = []
     if out["fk"] > 0.02:

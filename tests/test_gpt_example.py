@@ -257,21 +257,23 @@ def test_config_params_are_single_assignments() -> None:
             rewrite_assignment(text, p.name, choice, "train.py")
 
 
-def test_h200_session_config_sweeps_train_py(tmp_path: Path) -> None:
-    # benchmarks/karpathy/session.toml is the config of the H200 session in gpt_h200.md:
-    # it must load beside a copy of examples/gpt and every grid point must rewrite train.py.
+@pytest.mark.parametrize(("name", "knobs"), [
+    ("session.toml", {"DEVICE_BATCH_SIZE", "TOTAL_BATCH_SIZE", "MATRIX_LR"}),
+    ("shape_session.toml", {"MODEL_DIM", "DEPTH"})])
+def test_h200_session_config_sweeps_train_py(tmp_path: Path, name: str,
+                                              knobs: set[str]) -> None:
+    # benchmarks/karpathy/*session.toml are the configs of the H200 sessions in gpt_h200.md:
+    # each must load beside a copy of examples/gpt and every grid point must rewrite train.py.
     import assay.config as config
     from assay.workspace import rewrite_assignment
 
     for f in EXAMPLE.iterdir():
         if f.is_file():
             shutil.copy(f, tmp_path / f.name)
-    shutil.copy(EXAMPLE.parents[1] / "benchmarks" / "karpathy" / "session.toml",
-                tmp_path / "assay.toml")
+    shutil.copy(EXAMPLE.parents[1] / "benchmarks" / "karpathy" / name, tmp_path / "assay.toml")
     target = config.load(tmp_path)
     assert target.metric.name == "val_bpb" and target.run.warm_up == "incumbent"
-    assert {p.name for p in target.params} == {"DEVICE_BATCH_SIZE", "TOTAL_BATCH_SIZE",
-                                               "MATRIX_LR"}
+    assert {p.name for p in target.params} == knobs
     text = (tmp_path / "train.py").read_text()
     for p in target.params:
         for value in p.grid():
