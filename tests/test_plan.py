@@ -17,6 +17,19 @@ def test_plan_reports_the_operating_characteristics() -> None:
     assert zero.keep <= 0.05 and d4.keep >= 0.9  # 1% run noise resolves a 4% gain
     assert d4.keep >= d2.keep >= d1.keep
     assert p.floor < 0.01 and p.smallest > 0.01
+    assert p.smallest_keep >= 0.9  # found by simulation, not only approximated
+
+
+def test_the_smallest_effect_is_searched_by_simulation() -> None:
+    # at 3% run noise and 24 pairs the normal approximation (about +3.9%) is kept only about
+    # 80% of the time: futility and confirmation cost power it leaves out
+    from assay.plan import _cell
+
+    spec = DecisionSpec(delta=0.01, max_pairs=24)
+    p = plan(0.03, spec, trials=60)
+    assert p.smallest_keep >= 0.9 and p.smallest > 0.039
+    below = _cell(0.03, spec, p.smallest / 1.25 ** 2, 60, 1, 99).keep
+    assert below < 0.9
 
 
 def test_the_cli_prints_a_plan_and_rejects_bad_input(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ pair budget, :func:`plan` simulates decisions with the decision code a run uses
 (:class:`assay.simulate.Session`: calibration, noise tracking, the rule, confirmations)
 on normal noise, and reports the false-keep rate (true effect 0), the keep rate at δ, 2δ
 and 4δ, the mean runs per decision, the δ floor this noise and budget allow, and the
-smallest effect kept with the requested power (from the normal approximation at the last
-look, then checked by simulation).
+smallest effect kept with the requested power (searched by simulation, starting from the
+normal approximation at the last look).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Plan:
     power: float
     cells: tuple[Cell, ...]  # effects 0, δ, 2δ, 4δ
     floor: float  # the smallest δ the budget resolves at this noise
-    smallest: float  # the smallest effect kept with ``power`` (approximation)
+    smallest: float  # the smallest effect the simulation keeps with ``power``
     smallest_keep: float  # its simulated keep rate
 
 
@@ -88,10 +88,46 @@ def plan(run_noise: float, spec: DecisionSpec, trials: int = 200, power: float =
 
     z = float(ndtri(power))
     eff_delta = max(delta, resolvable(pair, spec))
-    smallest = math.expm1(math.log1p(eff_delta) + (c + z) * pair / math.sqrt(spec.max_pairs))
-    check = _cell(run_noise, spec, smallest, trials, slots, seed + 10)
-    return Plan(run_noise, spec, trials, power, cells, resolvable(pair, spec), smallest,
-                check.keep)
+    guess = math.expm1(math.log1p(eff_delta) + (c + z) * pair / math.sqrt(spec.max_pairs))
+    smallest, keep = _smallest(run_noise, spec, guess, power, trials, slots, seed + 10)
+    return Plan(run_noise, spec, trials, power, cells, resolvable(pair, spec), smallest, keep)
+
+
+def _smallest(noise: float, spec: DecisionSpec, guess: float, power: float, trials: int,
+              slots: int, seed: int) -> tuple[float, float]:
+    """The smallest effect the simulation keeps with ``power``, searched from ``guess`` (the
+    normal approximation at the last look, which leaves out futility and confirmation):
+    up or down by a quarter until the keep rate crosses ``power``, then two bisections."""
+    def rate(e: float) -> float:
+        return _cell(noise, spec, e, trials, slots, seed).keep
+
+    e, r = guess, rate(guess)
+    lo: tuple[float, float] | None = None  # an effect below power, and its rate
+    hi: tuple[float, float] | None = None  # one at or above
+    for _ in range(8):
+        if r >= power:
+            hi = (e, r)
+            if lo is not None:
+                break
+            e = e / 1.25
+        else:
+            lo = (e, r)
+            if hi is not None:
+                break
+            e = e * 1.25
+        r = rate(e)
+    if hi is None:
+        return e, r  # not reached within the search: the last effect tried, and its rate
+    if lo is None:
+        return hi
+    for _ in range(2):
+        mid = math.sqrt(lo[0] * hi[0])
+        rm = rate(mid)
+        if rm >= power:
+            hi = (mid, rm)
+        else:
+            lo = (mid, rm)
+    return hi
 
 
 def render(p: Plan) -> str:
