@@ -191,3 +191,100 @@ def test_gpt_example_declares_the_four_conditions() -> None:
                   0.0) == ""
     assert w.medians() == {"step": 20.0, "loss": 4.8282, "tokens_per_second": 1587975.0,
                            "mfu": 36.35}
+
+
+LOOP_CONFIG = """\
+[metric]
+name = "speed"
+direction = "maximize"
+
+[metric.watch]
+line = 'step (?P<step>\\d+) \\| (?P<tps>\\d+) tok/s'
+stop = ["tps < 0.5 * incumbent"]
+
+[commands]
+bench = "{python} bench.py"
+bench_timeout = 60
+
+[scope]
+editable = ["work.py"]
+protected = ["bench.py"]
+
+[proposer.queue]
+path = "patches"
+
+[run]
+slots = 1
+budget = 1
+
+[decision]
+rule = "expensive"
+max_pairs = 3
+delta = 0.02
+confirm = false
+"""
+
+LOOP_BENCH = """\
+import pathlib
+import time
+import work
+counter = pathlib.Path({counter!r})
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+tps = 1000.0 / (4 if n >= {busy_from} else 1) / (5 if work.FLAVOUR == 2 else 1)
+for s in range(1, 8):
+    print(f"step {{s}} | {{tps:.0f}} tok/s", flush=True)
+    time.sleep(0.15)
+print(f"METRIC speed={{tps}}")
+"""
+
+
+def _slow_target(tmp_path: Path, busy_from: int, slow_candidate: bool) -> Path:
+    from .conftest import git, make_repo
+
+    root = make_repo(tmp_path / "r", {
+        "assay.toml": LOOP_CONFIG.format(python=sys.executable),
+        "bench.py": LOOP_BENCH.format(counter=str(tmp_path / "runs"), busy_from=busy_from),
+        "work.py": "FLAVOUR = 1\n"})
+    (root / "work.py").write_text(f"FLAVOUR = {2 if slow_candidate else 3}\n")
+    diff = git(root, "diff")
+    git(root, "checkout", "--", "work.py")
+    (root / "patches").mkdir()
+    (root / "patches" / "1.patch").write_text("# hypothesis: the change\n" + diff)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "queue")
+    return root
+
+
+def _roles(root: Path) -> list[tuple[str, str, str]]:
+    from assay import api
+
+    return [(r["role"], r["status"], r["reason"]) for r in api.show("e0001", root)["runs"]]
+
+
+def test_a_machine_that_got_busy_does_not_crash_the_candidate(tmp_path: Path) -> None:
+    # the two calibration runs are fast; from the third run on the machine is four times
+    # slower for everyone: the candidate's first run is stopped against the old incumbent
+    # run, measured again beside a fresh one, and then runs to the end
+    from assay import api
+
+    root = _slow_target(tmp_path, busy_from=3, slow_candidate=False)
+    api.run(root, proposer="queue")
+    state = {e["id"]: e["state"] for e in api.log(root)}["e0001"]
+    runs = _roles(root)
+    assert state != "crashed", runs
+    assert runs[0][0] == "B" and runs[0][1] == "crashed"
+    assert runs[0][2].startswith("stopped early: tps < 0.5 * incumbent"), runs[0]
+    assert [(role, status) for role, status, _ in runs[1:3]] == [("A", "ok"), ("B", "ok")]
+
+
+def test_a_candidate_slow_beside_a_fresh_incumbent_run_is_crashed(tmp_path: Path) -> None:
+    from assay import api
+
+    root = _slow_target(tmp_path, busy_from=10**6, slow_candidate=True)
+    api.run(root, proposer="queue")
+    exp = next(e for e in api.log(root) if e["id"] == "e0001")
+    runs = _roles(root)
+    assert exp["state"] == "crashed" and "stopped early" in exp["note"], (exp, runs)
+    assert [(role, status) for role, status, _ in runs] == [
+        ("B", "crashed"), ("A", "ok"), ("B", "crashed")]

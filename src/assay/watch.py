@@ -28,8 +28,8 @@ useless. ``is not finite`` stops the run at the first such line. Expressions are
 field names, ``let`` constants, the functions ``ln log exp sqrt abs min max``,
 ``+ - * /`` and parentheses; ``incumbent`` is the incumbent's value of the field on the
 left of the comparison (the median over its latest run on the same slot); a condition
-naming it is inactive until the slot has one. The text is parsed by a small
-recursive-descent parser: nothing is evaluated by Python.
+naming it is inactive until the slot has one, and on the incumbent's own runs. The text
+is parsed by a small recursive-descent parser: nothing is evaluated by Python.
 """
 
 from __future__ import annotations

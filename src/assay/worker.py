@@ -429,8 +429,11 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         before = last_hash.get(cwd) or hash_paths(cwd, protected)
         watcher = None
         if target.metric.watch is not None:
-            watcher = Watcher(target.metric.watch,
-                              trees.watch_ref if trees.watch_key == a_key else None)
+            # an incumbent run is the reference, not judged against it: a busier machine
+            # must not stop the very run that would show it
+            ref = trees.watch_ref if trees.watch_key == a_key and role is Role.CANDIDATE \
+                else None
+            watcher = Watcher(target.metric.watch, ref)
         r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"r{i + 1}-{role_ch}.out",
                         stderr_path=logs / f"r{i + 1}-{role_ch}.err",
