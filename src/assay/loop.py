@@ -335,8 +335,7 @@ class Loop:
         if cand.is_empty():
             return "the candidate changes nothing"
         inc = self.incumbent
-        if (not cand.patch.strip() and cand.base_commit == inc.commit
-                and all(inc.params.get(k) == v for k, v in cand.params.items())):
+        if not cand.patch.strip() and cand.base_commit == inc.commit and inc.holds(cand.params):
             return "the candidate changes nothing: its parameter values are the incumbent's"
         dup = self.journal.find_digest(cand.digest)
         if dup and not self.session.retry:

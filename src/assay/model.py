@@ -125,6 +125,10 @@ class Incumbent:
     params: Mapping[str, ParamValue] = field(default_factory=dict)
     experiment_id: str | None = None
 
+    def holds(self, params: Mapping[str, ParamValue]) -> bool:
+        """Whether every value in ``params`` is already the incumbent's."""
+        return all(self.params.get(k) == v for k, v in params.items())
+
 
 @dataclass(frozen=True)
 class Block:

@@ -121,7 +121,7 @@ class SweepProposer(Proposer):
                 point = self._grid.pop(0)
                 if patch_digest("", point) in tried or patch_digest("", point) in added:
                     continue
-                if all(context.incumbent.params.get(k) == v for k, v in point.items()):
+                if context.incumbent.holds(point):
                     continue  # the incumbent's own values: nothing to measure
                 added.add(patch_digest("", point))
                 out.append(self._candidate(context, point, None))

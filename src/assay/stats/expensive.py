@@ -163,15 +163,14 @@ class ExpensiveRule:
             cid = confirm_ids[-1]
             # The confirmation run against the incumbent run beside it (paired: a machine
             # that got quieter or busier since the history moves both), else the history.
-            confirming = [sub[i] for i in idx if sub[i].block_id == cid
+            confirming = [i for i in idx if sub[i].block_id == cid
                           and sub[i].kind is BlockKind.CONFIRM]
-            paired = [p for p in confirming if _alog(p.a) is not None]
+            paired = [sub[i] for i in confirming if _alog(sub[i].a) is not None]
             if paired:
                 cvals = [sign * (math.log(p.b) - math.log(p.a)) for p in paired]
                 c_sd = run_sd * math.sqrt(2)
             else:
-                cvals = [x[i] for i in idx if sub[i].block_id == cid
-                         and sub[i].kind is BlockKind.CONFIRM]
+                cvals = [x[i] for i in confirming]
                 c_sd = run_sd * math.sqrt(1 + 1 / max(
                     len(alogs.get(_slot_of(pairs, cid), [])), 1))
             cest = Estimate(mean, c_sd, df, n, est.lo, est.hi, z_keep, z_fut)
