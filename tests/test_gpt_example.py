@@ -259,7 +259,8 @@ def test_config_params_are_single_assignments() -> None:
 
 @pytest.mark.parametrize(("name", "knobs"), [
     ("session.toml", {"DEVICE_BATCH_SIZE", "TOTAL_BATCH_SIZE", "MATRIX_LR"}),
-    ("shape_session.toml", {"MODEL_DIM", "DEPTH"})])
+    ("shape_session.toml", {"MODEL_DIM", "DEPTH"}),
+    ("schedule_session.toml", {"MATRIX_LR", "EMBED_LR", "WARMDOWN_FRAC"})])
 def test_h200_session_config_sweeps_train_py(tmp_path: Path, name: str,
                                               knobs: set[str]) -> None:
     # benchmarks/karpathy/*session.toml are the configs of the H200 sessions in gpt_h200.md:
