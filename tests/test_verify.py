@@ -122,6 +122,17 @@ def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_repor
     assert v["compounded"] == compounded(kept)
     assert abs(v["compounded"] - TRUE_TOTAL) < 0.03
     assert any(m.startswith("verified:") for m in events)
+    # ... and the chain measured together: its steps are each keep's own speed-up and
+    # compound exactly to its total, the final best against the baseline in the same rounds
+    chain = v["chain"]
+    assert chain["rounds"] == 6 and chain["runs"] == 18 and not chain["set_aside"]
+    steps = {s["label"]: s for s in chain["steps"]}
+    (first, second) = [steps[e] for e in sorted(steps)]
+    assert abs(first["effect"] - 0.5) < 0.02 and abs(second["effect"] - 0.3) < 0.02
+    assert all(s["lo"] < s["effect"] < s["hi"] for s in chain["steps"])
+    assert abs((1 + first["effect"]) * (1 + second["effect"]) - (1 + chain["total"])) < 1e-9
+    assert chain["lo"] < TRUE_TOTAL < chain["hi"]
+    assert f"compound to {chain['total']:+.2%}" in out and "measured together in 6 rounds" in out
     # a time to minimize is also shown as a speed ratio, in the summary ...
     ratio = ratio_words(v["effect"], Direction.MINIMIZE, "time", "s")
     assert ratio.endswith("× faster") and ratio.startswith("-")
@@ -207,3 +218,45 @@ def test_ratio_words_and_compounding() -> None:
                           "compounded": 0.3, "kept": 3}, Direction.MINIMIZE, "time", "s")
     assert words == ("+28.00% [+20.00%, +36.00%] (-21.9% time, 1.28× faster "
                      "[1.20×, 1.36×]), 12 pairs; the 3 kept effects compound to +30.00%")
+
+
+def test_the_chain_of_keeps_compounds_exactly_and_sets_aside_a_broken_round() -> None:
+    import math
+
+    import pytest
+
+    from assay.chain import Link, summarize
+    from assay.errors import AssayError
+
+    chain = [Link("baseline", "a" * 40, {}), Link("e0001", "b" * 40, {}),
+             Link("e0002", "c" * 40, {})]
+    # times to minimize: e0001 makes it 1.25x faster, e0002 another 1.1x; the load of each
+    # round scales all three runs alike, so only the ratios matter
+    load = [1.0, 1.4, 0.8, 1.2, 1.05]
+    jitter = [(1.0, 1.01, 0.99), (0.99, 1.0, 1.01), (1.01, 0.99, 1.0), (1.0, 1.0, 0.99),
+              (1.0, 0.995, 1.005)]
+    values = [[2.0 * k * j[0], 2.0 / 1.25 * k * j[1], 2.0 / 1.25 / 1.1 * k * j[2]]
+              for k, j in zip(load, jitter, strict=True)]
+    values.append([2.0, math.nan, 1.5])  # a failed run: the whole round is set aside
+    r = summarize(chain, values, Direction.MINIMIZE, 0.9)
+    assert r.rounds == 5 and r.runs == 18 and len(r.set_aside) == 1
+    assert "round 6" in r.set_aside[0] and "e0001" in r.set_aside[0]
+    a, b = r.steps
+    assert abs(a.effect - 0.25) < 0.02 and abs(b.effect - 0.10) < 0.02
+    assert a.lo < a.effect < a.hi and b.lo < b.effect < b.hi
+    # the steps compound exactly to the total, whatever the load did
+    assert math.isclose((1 + a.effect) * (1 + b.effect), 1 + r.total, rel_tol=1e-12)
+    assert r.lo < 1.25 * 1.1 - 1 < r.hi
+    # to maximize, the same values read the other way
+    up = summarize(chain, values, Direction.MAXIMIZE, 0.9)
+    assert up.steps[0].effect < 0 and math.isclose(1 + up.total, 1 / (1 + r.total))
+    with pytest.raises(AssayError, match="1 usable round"):
+        summarize(chain, [values[0], values[-1]], Direction.MINIMIZE, 0.9)
+
+
+def test_chain_rounds_zero_leaves_the_chain_out(tmp_path: Path) -> None:
+    root = repo(tmp_path, run="chain_rounds = 0")
+    summary = api.run(root, proposer="queue", budget=2)
+    assert len(summary.kept) == 2 and summary.verified is not None
+    assert summary.verified["chain"] is None
+    assert summary.verified["compounded"] is not None

@@ -248,6 +248,9 @@ class RunSpec:
     # measure the baseline against the final best in ABBA blocks when a run ends (when
     # something was kept and the time budget allows); `assay verify` does it on demand
     verify: bool = True
+    # with two or more keeps, the verification also runs the baseline and every kept commit
+    # together in this many rounds (assay.chain): steps that compound to their total
+    chain_rounds: int = 6
 
 
 @dataclass(frozen=True)
@@ -525,6 +528,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         compile_cache=rsec.strings("compile_cache", ()),
         warm_up=rsec.choice("warm_up", WARM_UP, "none"),
         verify=rsec.get("verify", bool, True),
+        chain_rounds=rsec.number("chain_rounds", 6, low=0, high=1000, integer=True),
         auto_gpus=auto_gpus,
     )
     rsec.reject_unknown()

@@ -10,8 +10,11 @@ improvements, positive when the final best is better (``B/A - 1`` to maximize, `
 to minimize), like every effect assay prints.
 
 Each kept change's effect is measured against the incumbent of its time, so the chain of
-keeps compounds: ``(1 + e1)(1 + e2)... - 1``. That product is shown beside the paired
-figure; the two should agree within the paired interval.
+keeps compounds: ``(1 + e1)(1 + e2)... - 1``. Measured at different times under different
+load, that product can miss the paired figure by far; so with two or more keeps the
+verification also measures the chain together (:mod:`assay.chain`: the baseline and every
+kept commit once per round, ``[run] chain_rounds`` rounds), whose steps compound exactly to
+the chain's own total of the final best against the baseline.
 
 It runs at the end of ``assay run`` (``[run] verify = true``, the default) when something is
 kept that no verification has measured yet and the time budget allows, and on demand with
@@ -53,6 +56,7 @@ class Verification:
     kept: int  # how many kept changes compound
     at: float  # when it was measured (epoch seconds)
     journal: str  # the comparison's own journal
+    chain: dict[str, Any] | None = None  # the chain measured together (assay.chain)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,7 +112,8 @@ def pending(journal: Journal) -> str:
 
 
 def estimate_s(journal: Journal, target: Target) -> float | None:
-    """A generous estimate of a verification's time: the budget of pairs, one slot, at the
+    """A generous estimate of a verification's time: the budget of pairs, one slot, and
+    the chain's rounds (with a warm-up run each) when two or more changes were kept, at the
     median wall time of the latest kept experiment's runs (None when unknown)."""
     kept = journal.experiments([ExperimentState.KEPT])
     if not kept:
@@ -116,7 +121,11 @@ def estimate_s(journal: Journal, target: Target) -> float | None:
     walls = [r.wall_s for r in journal.runs(kept[-1].id) if r.wall_s]
     if not walls:
         return None
-    return 2.0 * target.decision.max_pairs * statistics.median(walls)
+    pairs = 2.0 * target.decision.max_pairs
+    kept_n = len(kept)
+    rounds = target.run.chain_rounds
+    chain = (kept_n + 1) * (rounds + 1) if kept_n >= 2 and rounds > 0 else 0
+    return (pairs + chain) * statistics.median(walls)
 
 
 def verify(target: Target, journal: Journal, report: Report = lambda m: None,
@@ -144,10 +153,17 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     m = compare(target, run, cmp, target.state_dir / "verify",
                 journal.get_meta("calibration"), detail or report, scratch=f"{run}-verify")
     effects = kept_effects(journal.experiments([ExperimentState.KEPT], patches=False))
+    chain_result: dict[str, Any] | None = None
+    if sum(1 for e in effects if e is not None) >= 2 and target.run.chain_rounds > 0:
+        from . import chain
+
+        chain_result = chain.measure(target, journal, target.run.chain_rounds,
+                                     detail or report).as_dict()
+        report(chain.words(chain_result))
     v = Verification(base=base, final=inc.commit, state=m.state, effect=m.effect, lo=m.lo,
                      hi=m.hi, pairs=m.pairs, runs=m.runs, reason=m.reason,
                      compounded=compounded(effects),
                      kept=sum(1 for e in effects if e is not None), at=time.time(),
-                     journal=str(m.journal))
+                     journal=str(m.journal), chain=chain_result)
     journal.set_meta(META, v.as_dict())
     return v

@@ -122,6 +122,11 @@ def paired_words(v: Mapping[str, Any], direction: Direction, metric: str = "",
         n = int(v.get("kept") or 0)
         text += (f"; the {plural(n, 'kept effect')} compound{'s' if n == 1 else ''} to "
                  f"{pct(comp)}")
+    chain = v.get("chain")
+    if chain:
+        from ..chain import words
+
+        text += f"; {words(chain)}"
     return text
 
 
