@@ -260,3 +260,36 @@ def test_chain_rounds_zero_leaves_the_chain_out(tmp_path: Path) -> None:
     assert len(summary.kept) == 2 and summary.verified is not None
     assert summary.verified["chain"] is None
     assert summary.verified["compounded"] is not None
+
+
+def test_a_chain_that_cannot_be_measured_keeps_the_paired_total(tmp_path: Path) -> None:
+    # the second keep's bench fails in the chain's trees only: the chain has no usable
+    # round, which is said, and the paired total measured before it is stored all the same
+    bench = BENCH.replace('print(f"METRIC', 'import os, sys\n'
+                          'if b.FAST_B and "chain-" in os.getcwd():\n'
+                          '    sys.exit("no GPU here")\n'
+                          'print(f"METRIC')
+    root = make_repo(tmp_path / "repo", {
+        "bench.py": bench, "assay.toml": CONFIG.format(python=sys.executable, run="")})
+    folder = root / ".queue"
+    folder.mkdir()
+    for i, (path, old, new) in enumerate([("a.py", "FAST_A = False", "FAST_A = True"),
+                                          ("b.py", "FAST_B = False", "FAST_B = True")]):
+        (folder / f"{i:02d}.patch").write_text(f"# hypothesis: {path}\n"
+                                               + edit(root, path, old, new))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "queue the patches")
+    res = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue",
+                                   "--budget", "2"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "the chain of keeps was not measured together: measuring the chain of keeps: " \
+           "0 usable round(s) of 6" in out
+    j = journal_of(root)
+    try:
+        v = j.get_meta("verification")
+    finally:
+        j.close()
+    assert v["state"] == "kept" and v["lo"] < TRUE_TOTAL < v["hi"]
+    assert "0 usable round(s)" in v["chain"]["error"]
+    assert "improvement (paired, baseline vs final best): +" in out

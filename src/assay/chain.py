@@ -16,8 +16,9 @@ step and the total get a two-sided Student t interval at the run's confidence ov
 rounds. A round with a failed or unreadable run is set aside whole, and listed.
 
 It runs inside a verification (``assay verify``, or the end of ``assay run``) when two or
-more changes were kept, ``[run] chain_rounds`` rounds (0 turns it off), on the first local
-slot, after one unmeasured run of every commit when ``[run] warm_up`` is not ``"none"``.
+more changes were kept and the executor is ``local``, ``[run] chain_rounds`` rounds (0 turns
+it off), on the first local slot, after one unmeasured run of every commit when
+``[run] warm_up`` is not ``"none"``.
 """
 
 from __future__ import annotations
@@ -200,7 +201,11 @@ def measure(target: Target, journal: Journal, rounds: int,
 
 def words(chain: Mapping[str, Any]) -> str:
     """``measured together in 6 rounds, the kept changes e0001 +12.0% [..], ... compound
-    to +30.1% [..]`` (the chain's own total of the final best against the baseline)."""
+    to +30.1% [..]`` (the chain's own total of the final best against the baseline), or
+    why it was not measured."""
+    if chain.get("error"):
+        return f"the chain of keeps was not measured together: {chain['error']}"
+
     def pc(v: Any) -> str:
         return "-" if v is None else f"{float(v):+.2%}"
 
