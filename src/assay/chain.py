@@ -159,9 +159,8 @@ def measure(target: Target, journal: Journal, rounds: int,
     for i, link in enumerate(chain):
         tree = ws.tree(f"chain-{i}")
         ws.materialize(tree, link.commit, "", link.params)
-        env = slot_env(target, slot, {
-            "PYTHONPYCACHEPREFIX": str(target.state_dir / "pycache" / f"chain-{i}"),
-            **cache_env(tree), **split_params(link.params, target.params)[0]})
+        env = slot_env(target, slot, {**ws.bytecode_env(), **cache_env(tree),
+                                      **split_params(link.params, target.params)[0]})
         step = _prep(target.build, tree, env, logs, f"build-{i}", target, None)
         if step.why:
             raise AssayError(f"measuring the chain of keeps: {link.label} "

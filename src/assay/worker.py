@@ -252,9 +252,7 @@ def check_incumbent(target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
         return f"the incumbent {inc.commit[:12]} cannot be checked out: {exc}"
     if not warm:
         trees.a_state, trees.a_print = "", fp
-    env = slot_env(target, slot, {"PYTHONPYCACHEPREFIX": str(target.state_dir / "pycache" /
-                                                             _digest(key)),
-                                  **cache_env(trees.a),
+    env = slot_env(target, slot, {**ws.bytecode_env(), **cache_env(trees.a),
                                   **split_params(inc.params, target.params)[0]})
     if trees.a_state != key:
         step = _prep(target.build, trees.a, env, logs, "build", target, cancel)
@@ -356,14 +354,11 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     except AssayError as exc:
         return fail("executor", str(exc))
 
-    # One bytecode cache per distinct content: a stale .pyc (same size, same second) can
-    # never stand in for a changed source file, and the incumbent's cache stays warm.
-    cache_root = target.state_dir / "pycache"
-    a_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(a_key)), **cache_env(trees.a),
-             **a_env}
+    # One bytecode folder for the installed packages and every tree; a tree's own
+    # bytecode is dropped whenever it is materialized (Workspace.forget_bytecode)
+    a_env = {**ws.bytecode_env(), **cache_env(trees.a), **a_env}
     b_tree = trees.b if cand is not None else trees.a
-    b_env = {"PYTHONPYCACHEPREFIX": str(cache_root / _digest(b_key)), **cache_env(b_tree),
-             **b_env}
+    b_env = {**ws.bytecode_env(), **cache_env(b_tree), **b_env}
     env_a = slot_env(target, slot, a_env)
     env_b = slot_env(target, slot, b_env)
     protected = [*list(target.protected), "assay.toml"]

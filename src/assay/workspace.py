@@ -15,6 +15,7 @@ import math
 import operator
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -362,12 +363,31 @@ class Workspace:
         diff = git(["diff", "HEAD", "--binary"], path, check=False)
         return hashlib.sha256(f"{head}\n{diff}".encode()).hexdigest()[:24]
 
+    @property
+    def bytecode_dir(self) -> Path:
+        """Where benchmark processes keep Python bytecode (``PYTHONPYCACHEPREFIX``): one
+        folder for every tree and the installed packages, which mirror their absolute
+        paths in it, so the packages compile once, not once per candidate."""
+        return self.target.state_dir / "pycache"
+
+    def bytecode_env(self) -> dict[str, str]:
+        return {"PYTHONPYCACHEPREFIX": str(self.bytecode_dir)}
+
+    def forget_bytecode(self, path: Path) -> None:
+        """Drop the bytecode of ``path``'s own files. A .pyc is trusted when its source has
+        the same size and modification second, which a rewritten parameter (``K = 12``
+        then ``K = 13``) can match; a tree's files compile afresh after every change."""
+        full = path.resolve()
+        shutil.rmtree(self.bytecode_dir / full.relative_to(full.anchor), ignore_errors=True)
+
     def materialize(self, path: Path, commit: str, patch: str,
                     params: Mapping[str, ParamValue]) -> dict[str, str]:
-        """Reset ``path`` to ``commit``, apply the patch and parameter assignments.
+        """Reset ``path`` to ``commit``, apply the patch and parameter assignments, and
+        drop the tree's bytecode (:meth:`forget_bytecode`).
 
         Returns the environment variables the parameters set.
         """
+        self.forget_bytecode(path)
         self.reset(path, commit)
         if patch.strip():
             check_scope(patch, self.target)
