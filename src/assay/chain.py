@@ -34,7 +34,7 @@ from scipy.stats import t as student_t
 
 from . import process
 from .config import Target
-from .errors import AssayError, MetricError
+from .errors import AssayError
 from .journal import Journal
 from .model import Direction, ExperimentState, ParamValue
 from .workspace import Workspace, split_params
@@ -143,8 +143,7 @@ def measure(target: Target, journal: Journal, rounds: int,
             report: Report = lambda m: None) -> ChainResult:
     """Build every commit of the chain in a tree of its own and run the rounds."""
     from .executors.local import local_slots
-    from .metrics import read_metric
-    from .worker import _prep, cache_env, slot_env
+    from .worker import _prep, _read_all, cache_env, slot_env
 
     chain = links(target, journal)
     if len(chain) < 3:
@@ -174,10 +173,9 @@ def measure(target: Target, journal: Journal, rounds: int,
                         limits=target.limits)
         if r.timed_out or r.exit_code != 0:
             return math.nan, (f"exited {r.exit_code}" if not r.timed_out else "timed out")
-        try:
-            return read_metric(target.metric, r.stdout or "", tree), ""
-        except MetricError as exc:
-            return math.nan, str(exc)
+        values, _, why = _read_all((target.metric,), r.stdout or "", tree)
+        value = values.get(target.metric.name)
+        return (math.nan, why) if value is None else (value, "")
 
     report(f"measuring the chain of keeps together: {len(chain)} commits (the baseline, "
            f"{len(chain) - 1} kept), {rounds} rounds, the order reversed every other round")

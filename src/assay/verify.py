@@ -153,8 +153,9 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     m = compare(target, run, cmp, target.state_dir / "verify",
                 journal.get_meta("calibration"), detail or report, scratch=f"{run}-verify")
     effects = kept_effects(journal.experiments([ExperimentState.KEPT], patches=False))
+    kept = sum(1 for e in effects if e is not None)
     chain_result: dict[str, Any] | None = None
-    if sum(1 for e in effects if e is not None) >= 2 and target.run.chain_rounds > 0:
+    if kept >= 2 and target.run.chain_rounds > 0:
         from . import chain
 
         if target.run.executor != "local":
@@ -169,8 +170,7 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
             report(chain.words(chain_result))
     v = Verification(base=base, final=inc.commit, state=m.state, effect=m.effect, lo=m.lo,
                      hi=m.hi, pairs=m.pairs, runs=m.runs, reason=m.reason,
-                     compounded=compounded(effects),
-                     kept=sum(1 for e in effects if e is not None), at=time.time(),
+                     compounded=compounded(effects), kept=kept, at=time.time(),
                      journal=str(m.journal), chain=chain_result)
     journal.set_meta(META, v.as_dict())
     return v
