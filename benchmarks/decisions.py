@@ -16,8 +16,10 @@ trial uses the same noise whichever rule asks for it.
 
 assay is driven by :class:`assay.simulate.Session`: start-up A/A calibration on every slot,
 the noise tracker after every block, the rule's blocks, confirmations on another slot.
-Every run counts, and calibration runs are charged too, spread over the experiments of a
-session (``--session``; the mid-session scenario charges its own).
+A session is measured whole: ``--session`` experiments (20 by default; 12 in the
+mid-session scenario) run back to back after one calibration, sharing it and the noise
+tracker, as in ``assay run``. Every run counts, and the calibration's runs are charged to the
+session's experiments.
 
 Peers, each on the same draws: single run better (karpathy autoresearch, labloop's
 default); labloop --confirm --min-delta 1sd (won by more than one run sd twice in a row);
@@ -77,7 +79,7 @@ class Scenario:
     slot_offset: float = 0.0  # sd of the per-slot level offset
     slot_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     window: tuple[int, int, float] | None = None  # noisy blocks [a, b) at this noise
-    session: int = 0  # experiments per session (0: one experiment, calibration shared)
+    session: int = 0  # experiments per session (0: --session of them)
 
 
 SCENARIOS = (
@@ -204,7 +206,7 @@ def one_session(sc: Scenario, effect: float, rng: np.random.Generator, session: 
     drv.sim = sim
     cal_runs = sim.calibrate()
     quiet = sim.delta
-    experiments = sc.session or 1
+    experiments = sc.session or session
     for e in range(experiments):
         if e:
             nxt = Stream(sc, effect, rng)
@@ -214,7 +216,7 @@ def one_session(sc: Scenario, effect: float, rng: np.random.Generator, session: 
         t = res.setdefault("assay", _new())
         kept = d.verdict is Verdict.KEEP
         t.kept.append(kept)
-        t.runs.append(runs + cal_runs / (session if not sc.session else experiments))
+        t.runs.append(runs + cal_runs / experiments)
         if d.lo is not None and d.hi is not None:
             t.covered.append(d.lo <= effect <= d.hi)
         if kept and d.effect is not None:
@@ -243,7 +245,7 @@ def cell(index: int, k: int, trials: int, seed: int, session: int
     rng = np.random.default_rng([seed, k, index])
     res: dict[str, Tally] = {}
     recovery: list[int] = []
-    for _ in range(trials if not sc.session else max(1, trials // sc.session)):
+    for _ in range(max(1, trials // (sc.session or session))):
         rec = one_session(sc, effect, rng, session, res)
         if rec is not None:
             recovery.append(rec)

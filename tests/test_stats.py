@@ -296,6 +296,24 @@ def test_decide_is_a_pure_function_of_the_pairs() -> None:
     assert first == again
 
 
+def test_the_noise_model_is_worth_the_samples_behind_it() -> None:
+    """The tracker's samples (slots in use only) are the noise model's degrees of freedom:
+    the same pairs give a narrower interval from a full window than from calibration."""
+    rng = np.random.default_rng(4)
+    xs = list(0.02 + 0.02 * rng.standard_normal(8))
+    pairs = pairs_of(xs)
+    rule = SequentialRule()
+    fresh = rule.decide(pairs, ctx_for(noise_samples={"s0": 4, "s1": 4}))
+    full = rule.decide(pairs, ctx_for(noise_samples={"s0": 24, "s1": 24, "gone": 24}))
+    none = rule.decide(pairs, ctx_for())  # no counts: calibration's A/A pairs
+    assert fresh.details["df"] == 8 + 7  # 8 samples, 8 pairs
+    assert full.details["df"] == 48 + 7  # the quarantined slot's samples do not count
+    assert none.details["df"] == 2 * 2 * 2 + 7  # 2 slots x 2 A/A blocks x 2 pairs
+    assert fresh.lo is not None and full.lo is not None and fresh.hi is not None
+    assert full.hi is not None
+    assert full.hi - full.lo < fresh.hi - fresh.lo
+
+
 # ---------------------------------------------------------------- calibration
 
 

@@ -172,7 +172,7 @@ class Calibration:
             self.journal.set_meta("calibration", {
                 **cal, "noise": dict(after.noise), "pooled": after.pooled,
                 "delta": after.delta, "quarantined": dict(after.quarantined),
-                "message": describe(after, spec)})
+                "samples": dict(after.samples), "message": describe(after, spec)})
         for line in changes(before, after, spec):
             self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
         for slot in self.executor.slots:
@@ -228,6 +228,7 @@ class Calibration:
         if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
             return
         from . import stats
+        from .stats.noise import WINDOW
 
         aa: dict[str, list[Pair]] = {}
         for b in blocks:
@@ -255,6 +256,7 @@ class Calibration:
         self.journal.set_meta("calibration", {
             "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
             "quarantined": dict(cal.quarantined), "message": cal.message,
+            "samples": {s: min(len(v), WINDOW) for s, v in cal.samples.items() if v},
             "baseline": statistics.median(base) if base else None,
             "start": {"pooled": cal.pooled, "delta": cal.delta_effective}})
         self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})

@@ -32,6 +32,7 @@ class DecisionContext:
     bounds: tuple[float, float] | None = None
     block_noise: Mapping[str, float] = field(default_factory=dict)  # block id -> pair noise
     pooled: float = math.nan  # the pooled pair noise of the latest samples on every slot
+    noise_samples: Mapping[str, int] = field(default_factory=dict)  # behind each slot's noise
 
 
 class DecisionRule(Protocol):

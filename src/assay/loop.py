@@ -376,7 +376,8 @@ class Loop:
                                delta=self.delta, slots=slots, noise=cal.get("noise", {}),
                                incumbent_history=history, bounds=self.target.metric.bounds,
                                block_noise=block_noise,
-                               pooled=float(cal.get("pooled") or math.nan))
+                               pooled=float(cal.get("pooled") or math.nan),
+                               noise_samples=cal.get("samples", {}))
 
     def _priority(self, row: BlockRow) -> tuple[int, float, int]:
         rank = 0 if row.kind is BlockKind.AA else 1 if row.kind in (

@@ -141,7 +141,8 @@ class Session:
             direction=self.direction, spec=self.spec, delta=self.delta,
             slots=tuple(self.name(s) for s in self.usable()), noise=noise,
             block_noise={b: self.block_noise[b] for b in block_ids if b in self.block_noise},
-            pooled=self.state.pooled if self.state is not None else math.nan)
+            pooled=self.state.pooled if self.state is not None else math.nan,
+            noise_samples=self.state.samples if self.state is not None else {})
 
     def _track(self, slot: int, block_id: str, a: Sequence[float], b: Sequence[float]) -> None:
         name = self.name(slot)
