@@ -228,7 +228,7 @@ class Calibration:
         if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
             return
         from . import stats
-        from .stats.noise import WINDOW
+        from .stats.noise import window_counts
 
         aa: dict[str, list[Pair]] = {}
         for b in blocks:
@@ -256,7 +256,7 @@ class Calibration:
         self.journal.set_meta("calibration", {
             "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
             "quarantined": dict(cal.quarantined), "message": cal.message,
-            "samples": {s: min(len(v), WINDOW) for s, v in cal.samples.items() if v},
+            "samples": window_counts(cal.samples),
             "baseline": statistics.median(base) if base else None,
             "start": {"pooled": cal.pooled, "delta": cal.delta_effective}})
         self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})

@@ -223,7 +223,7 @@ def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
     spell cannot hold δ up."""
     was = dict(was_quarantined or {})
     raw = {s: robust_scale(v) for s, v in samples.items() if v}
-    counts = {s: min(len(v), WINDOW) for s, v in samples.items() if v}
+    counts = window_counts(samples)
     quarantined: dict[str, str] = {}
     if len(raw) >= 3:
         for s, sd in raw.items():
@@ -245,6 +245,11 @@ def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
     delta = max(spec.delta, resolvable(pooled, spec))
     return NoiseState(noise=noise, pooled=pooled, samples=counts, delta=delta,
                       quarantined=quarantined, raw=raw)
+
+
+def window_counts(samples: Mapping[str, Sequence[float]]) -> dict[str, int]:
+    """The samples behind each slot's estimate: its own, at most :data:`WINDOW`."""
+    return {s: min(len(v), WINDOW) for s, v in samples.items() if v}
 
 
 def quarantine_limit(count: int) -> float:
