@@ -157,6 +157,29 @@ def test_a_candidate_with_the_incumbents_values_is_rejected_before_any_run(
     assert other.state is ExperimentState.QUEUED
 
 
+def test_a_grid_never_measures_the_base_commits_own_values(tiny_target: TinyFactory) -> None:
+    """No `default` declared: the base's value comes from the file's own line, whatever its
+    spelling, so the grid's point that holds it is never proposed."""
+    root = tiny_target(budget=5, pairs=2, extra='[proposer.sweep]\nsampler = "grid"\n')
+    cfg = (root / "assay.toml").read_text()
+    (root / "assay.toml").write_text(cfg.replace("low = 1000\nhigh = 400000\nlog = true\n",
+                                                 "choices = [200000, 400000, 800000]\n"))
+    work = (root / "work.py").read_text()
+    (root / "work.py").write_text(work.replace("WORK = 200000", "WORK = 2 * 10**5  # base"))
+    git(root, "commit", "-qam", "a grid over WORK; the base spells its value")
+    from assay.model import Candidate
+
+    with api.session(api.load(root)) as loop:
+        inc = loop.start()
+        same = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 200000}))
+    assert same.state is ExperimentState.INVALID and "the incumbent's" in same.note
+    api.run(root)
+    swept = [e for e in api.log(root) if e["proposer"] == "sweep"]
+    # both other points are slower: nothing is kept, the base stays the incumbent throughout
+    assert sorted(e["params"]["WORK"] for e in swept) == [400000, 800000]
+    assert all(e["state"] == "discarded" for e in swept)
+
+
 def test_checks_must_pass_and_guards_must_hold(tiny_target: TinyFactory) -> None:
     checks = "import work, sys\nsys.exit(0 if work.WORK != 12345 else 1)\n"
     root = tiny_target(work=300_000, budget=2, pairs=4, name="g",

@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 
 from assay import config
-from assay.config import parse
+from assay.config import ParamSpec, parse
 from assay.errors import PatchError, WorkspaceError
-from assay.workspace import Workspace, check_scope, patch_paths, rewrite_assignment
+from assay.workspace import (
+    Workspace,
+    assigned_value,
+    check_scope,
+    patch_paths,
+    rewrite_assignment,
+)
 
 from .conftest import TinyFactory, git, make_repo, patch_work
 
@@ -199,6 +205,28 @@ def test_rewrite_assignment_needs_exactly_one_line() -> None:
         rewrite_assignment("B = 1\n", "A", 5, "f.py")
     with pytest.raises(PatchError, match="found 2"):
         rewrite_assignment("A = 1\nA = 2\n", "A", 5, "f.py")
+
+
+def test_assigned_value_reads_the_files_own_line_as_the_parameters_type() -> None:
+    n = ParamSpec(name="N", type="int", low=1, high=2**20, apply="assign", file="f.py")
+    lr = ParamSpec(name="LR", type="float", low=0.0, high=1.0, apply="assign", file="f.py")
+    act = ParamSpec(name="ACT", type="categorical", choices=("relu", "gelu"), apply="assign",
+                    file="f.py")
+    on = ParamSpec(name="ON", type="bool", apply="assign", file="f.py")
+    text = "N = 2**19  # tokens\nLR: float = 1\nACT = 'gelu'\nON = True\n"
+    assert assigned_value(text, n) == 524288
+    got = assigned_value(text, lr)
+    assert got == 1.0 and isinstance(got, float)
+    assert assigned_value(text, act) == "gelu"
+    assert assigned_value(text, on) is True
+    # what the file does not pin down is not guessed
+    assert assigned_value("N = 0.5\n", n) is None  # not an int
+    assert assigned_value("N = 1\nN = 2\n", n) is None  # two lines
+    assert assigned_value("M = 1\n", n) is None  # none
+    assert assigned_value("N = int(os.environ['N'])\n", n) is None  # not a constant
+    assert assigned_value("ACT = 'tanh'\n", act) is None  # not a choice
+    assert assigned_value("ON = 1\n", on) is None  # not a bool
+    assert assigned_value("N = True\n", n) is None
 
 
 def test_not_a_git_repository(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ and pass its path. It runs unchanged beside the two stand-ins in this folder (`k
 attention by PyTorch SDPA with the cuDNN backend, full causal on every layer;
 `prepare`: examples/gpt's corpus in order, 2048-token sequences, the 8192-token vocabulary
 and examples/gpt's `evaluate_bpb`). Both programs start with an empty TorchInductor and
-Triton cache. `run gpt --set NAME=VALUE` rewrites a knob of examples/gpt's `train.py` in
+Triton cache, unless `--cache DIR` names a compile cache to start from (a copy of it: an
+assay slot's `.assay/cache/SLOT`, which holds `torchinductor_cache_dir` and
+`triton_cache_dir`); the record says which (`cache`). `run gpt --set NAME=VALUE` rewrites a knob of examples/gpt's `train.py` in
 the copy that runs (the checkout is never written).
 
 MFU is counted the same way for both, over the dense bf16 peak of the GPU
@@ -99,7 +101,8 @@ def execute(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:
     return time.monotonic() - start
 
 
-def run(program: str, train: Path | None, knobs: dict[str, str], out: Path) -> dict[str, Any]:
+def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
+        cache: Path | None = None) -> dict[str, Any]:
     if program == "karpathy" and (train is None or not train.is_file()):
         raise SystemExit("run karpathy needs --train PATH: karpathy/autoresearch's "
                          "train.py, fetched for the run")
@@ -115,6 +118,13 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path) -> d
     work = Path(tempfile.mkdtemp(prefix=f"side-by-side-{program}-"))
     env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor")
     env["TRITON_CACHE_DIR"] = str(work / "triton")
+    if cache is not None:
+        for var, name in (("TORCHINDUCTOR_CACHE_DIR", "torchinductor_cache_dir"),
+                          ("TRITON_CACHE_DIR", "triton_cache_dir")):
+            if not (cache / name).is_dir():
+                raise SystemExit(f"--cache {cache}: no {name} folder in it (expected an "
+                                 "assay slot's compile cache, .assay/cache/SLOT)")
+            shutil.copytree(cache / name, env[var])
     run_dir = work / "program"
     run_dir.mkdir()
     if program == "gpt":
@@ -139,7 +149,8 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path) -> d
             "training_seconds": float(s["training_seconds"]),
             "total_seconds": float(s["total_seconds"]),
             "peak_vram_mb": float(s["peak_vram_mb"]), "wall_s": round(wall, 1),
-            "prepare_s": round(prepare_s, 1), "fingerprint": fingerprint.strip().splitlines()}
+            "prepare_s": round(prepare_s, 1), "fingerprint": fingerprint.strip().splitlines(),
+            "cache": "empty" if cache is None else f"copied from {cache}"}
         rec["startup_s"] = rec["total_seconds"] - rec["training_seconds"]
         peak = peak_flops()
         if program == "gpt":
@@ -179,12 +190,14 @@ def table(gpt: dict[str, Any], kar: dict[str, Any]) -> bool:
              "{:,.0f}"), ("MFU, PaLM count", "mfu_palm", "{:.2f} %"),
             ("MFU, causal count", "mfu_causal", "{:.2f} %"), ("optimizer steps", "steps", "{}"),
             ("tokens seen", "tokens_M", "{:.1f}M"),
-            ("startup (total - training), empty cache", "startup_s", "{:.1f} s"),
+            ("startup (total - training)", "startup_s", "{:.1f} s"),
             ("peak GPU memory", "peak_vram_mb", "{:,.0f} MiB")]
     print("| | karpathy `train.py` (SDPA/cuDNN, full causal) | examples/gpt |")
     print("|---|---|---|")
     for label, key, fmt in rows:
         print(f"| {label} | {fmt.format(kar[key])} | {fmt.format(gpt[key])} |")
+    for name, rec in (("karpathy", kar), ("examples/gpt", gpt)):
+        print(f"{name}'s compile cache at its start: {rec.get('cache', 'empty')}")
     print()
     print(f"side-by-side 300s: examples/gpt val_bpb {gpt['val_bpb']:.6f} mfu_palm "
           f"{gpt['mfu_palm']:.2f}; karpathy val_bpb {kar['val_bpb']:.6f} mfu_palm "
@@ -199,12 +212,13 @@ def table(gpt: dict[str, Any], kar: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="one program, 300 s, empty compile cache")
+    r = sub.add_parser("run", help="one program, 300 s, empty compile cache unless --cache")
     r.add_argument("program", choices=["gpt", "karpathy"])
     r.add_argument("--train", type=Path, help="karpathy's train.py (run karpathy)")
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a knob of examples/gpt's train.py (run gpt)")
     r.add_argument("--out", type=Path, required=True, help="the record, JSON")
+    r.add_argument("--cache", type=Path, help="a compile cache to start from (a copy of it)")
     t = sub.add_parser("table", help="both records side by side")
     t.add_argument("gpt", type=Path)
     t.add_argument("karpathy", type=Path)
@@ -216,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             if m is None:
                 raise SystemExit(f"--set {item!r}: expected NAME=VALUE")
             knobs[m.group(1)] = m.group(2)
-        run(a.program, a.train, knobs, a.out)
+        run(a.program, a.train, knobs, a.out, a.cache)
         return 0
     records = [json.loads(p.read_text()) for p in (a.gpt, a.karpathy)]
     return 0 if table(records[0], records[1]) else 1

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -52,7 +52,7 @@ from .decide import (
     decide_next,
 )
 from .decision import DecisionContext, DecisionRule
-from .errors import AssayError, ExecutorError, PatchError
+from .errors import AssayError, ExecutorError, PatchError, WorkspaceError
 from .executors.base import Executor
 from .executors.slots import pick_slot
 from .hooks import Hooks
@@ -69,6 +69,7 @@ from .model import (
     ExperimentState,
     Incumbent,
     NextBlock,
+    ParamValue,
     RunResult,
     Verdict,
     as_pairs,
@@ -77,7 +78,7 @@ from .model import (
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
 from .sessions import SessionOptions
-from .workspace import check_scope, diff_hashes, hash_paths, patch_paths
+from .workspace import check_scope, diff_hashes, hash_paths, held_params, patch_paths
 
 _LOOPS = itertools.count(1)  # loops made by this process
 PAUSE_LIMIT_S = 600.0  # how long a platform that went away may take to come back
@@ -335,7 +336,8 @@ class Loop:
         if cand.is_empty():
             return "the candidate changes nothing"
         inc = self.incumbent
-        if not cand.patch.strip() and cand.base_commit == inc.commit and inc.holds(cand.params):
+        if not cand.patch.strip() and cand.base_commit == inc.commit \
+                and self._holds(inc, cand.params):
             return "the candidate changes nothing: its parameter values are the incumbent's"
         dup = self.journal.find_digest(cand.digest)
         if dup and not self.session.retry:
@@ -350,6 +352,22 @@ class Loop:
         except PatchError as exc:
             return str(exc)
         return ""
+
+    def _holds(self, inc: Incumbent, params: Mapping[str, ParamValue]) -> bool:
+        """Whether ``inc`` already holds every value in ``params``: assay's own values, else
+        the line of an assigned parameter's file at its commit."""
+        if inc.holds(params):
+            return True
+
+        def read(path: str) -> str | None:
+            try:
+                return self.ws.file_at(inc.commit, path)
+            except WorkspaceError:
+                return None
+
+        specs = [p for p in self.target.params if p.name in params]
+        held = held_params(specs, inc.params, read)
+        return all(held.get(k) == v for k, v in params.items())
 
     def _queue_first(self, exp: Experiment) -> None:
         nb = self.rule.first_block(self.decision_context())

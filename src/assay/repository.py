@@ -49,6 +49,11 @@ class Repository(Protocol):
         """A clean tree at ``commit`` for a proposer to read or edit."""
         ...
 
+    def file_at(self, commit: str, path: str) -> str:
+        """The text of ``path`` at ``commit``; :class:`~assay.errors.WorkspaceError` when
+        the commit has no such file."""
+        ...
+
     def editable_files(self, commit: str, limit_bytes: int = 200_000) -> dict[str, str]:
         """The editable text files at ``commit``."""
         ...

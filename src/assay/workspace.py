@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -135,11 +135,58 @@ def check_scope(patch: str, target: Target) -> tuple[str, ...]:
     return info.paths
 
 
+def _assignment(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(name)}[ \t]*(?::[^=\n]+)?=[ \t]*(.*?)[ \t]*(#.*)?$",
+                      re.MULTILINE)
+
+
+def assigned_value(text: str, spec: ParamSpec) -> ParamValue | None:
+    """The value the file gives ``spec``'s parameter on its one line ``NAME = ...``, as the
+    parameter's type, or None when there is no such single line or its right side is not a
+    constant expression (``2**19`` counts) of that type."""
+    hits = list(_assignment(spec.name).finditer(text))
+    if len(hits) != 1:
+        return None
+    try:
+        value = literal_value(hits[0].group(1))
+    except (ValueError, ArithmeticError, TypeError):
+        return None
+    if spec.type == "bool":
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return value if spec.type == "categorical" and value in spec.choices else None
+    if spec.type == "int":
+        return value if isinstance(value, int) else None
+    if spec.type == "float":
+        return float(value) if isinstance(value, (int, float)) else None
+    return value if value in spec.choices else None
+
+
+def held_params(specs: Sequence[ParamSpec], params: Mapping[str, ParamValue],
+                read: Callable[[str], str | None]) -> dict[str, ParamValue]:
+    """The values a commit holds for the declared parameters: ``params`` (the values assay
+    applies to it) where they name one, else, for an assigned parameter, what its file's
+    own line says (``read(path)`` gives the file's text, None when there is none)."""
+    out: dict[str, ParamValue] = {}
+    texts: dict[str, str | None] = {}
+    for spec in specs:
+        if spec.name in params:
+            out[spec.name] = params[spec.name]
+            continue
+        if spec.apply != "assign":
+            continue
+        if spec.file not in texts:
+            texts[spec.file] = read(spec.file)
+        text = texts[spec.file]
+        value = assigned_value(text, spec) if text is not None else None
+        if value is not None:
+            out[spec.name] = value
+    return out
+
+
 def rewrite_assignment(text: str, name: str, value: ParamValue, file: str) -> str:
     """Replace the one top-level line ``NAME = ...`` with ``NAME = value``."""
-    pattern = re.compile(rf"^{re.escape(name)}[ \t]*(?::[^=\n]+)?=[ \t]*(.*?)[ \t]*(#.*)?$",
-                         re.MULTILINE)
-    hits = list(pattern.finditer(text))
+    hits = list(_assignment(name).finditer(text))
     if len(hits) != 1:
         raise PatchError(f"parameter {name}: expected exactly one line `{name} = ...` at the "
                          f"start of a line in {file}, found {len(hits)}")

@@ -19,6 +19,7 @@ from ..errors import ProposerError
 from ..extras import need
 from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
 from ..registry import SAMPLERS
+from ..workspace import held_params
 from .base import ProposalContext, Proposer
 
 
@@ -74,6 +75,7 @@ class SweepProposer(Proposer):
             direction="maximize" if direction is Direction.MAXIMIZE else "minimize", sampler=smp)
         self._open: dict[int, Any] = {}  # trial number -> trial
         self._exhausted = False
+        self._held_at: tuple[str, dict[str, ParamValue], dict[str, ParamValue]] | None = None
 
     @classmethod
     def from_target(cls, target: Target) -> SweepProposer:
@@ -112,6 +114,7 @@ class SweepProposer(Proposer):
         tried = context.tried_digests  # a view of the journal's: not copied per ask
         added: set[str] = set()  # this call's own
         attempts = 0
+        held = self._held(context)
         while len(out) < n and attempts < 20 * max(n, 1) and not self._exhausted:
             attempts += 1
             if self._grid is not None:
@@ -121,10 +124,10 @@ class SweepProposer(Proposer):
                 point = self._grid.pop(0)
                 if patch_digest("", point) in tried or patch_digest("", point) in added:
                     continue
-                if context.incumbent.holds(point):
+                if all(held.get(k) == v for k, v in point.items()):
                     continue  # the incumbent's own values: nothing to measure
                 added.add(patch_digest("", point))
-                out.append(self._candidate(context, point, None))
+                out.append(self._candidate(context, point, None, held))
                 continue
             trial = self.study.ask(self.dists)
             params: dict[str, ParamValue] = dict(trial.params)
@@ -134,12 +137,22 @@ class SweepProposer(Proposer):
                 continue
             added.add(digest)
             self._open[trial.number] = trial
-            out.append(self._candidate(context, params, trial.number))
+            out.append(self._candidate(context, params, trial.number, held))
         return out
 
+    def _held(self, context: ProposalContext) -> dict[str, ParamValue]:
+        """The incumbent's values: what assay applies to it, else its files' own lines (a
+        base commit without declared defaults still holds values); read once a commit."""
+        inc = context.incumbent
+        if self._held_at is None or self._held_at[0] != inc.commit \
+                or self._held_at[1] != dict(inc.params):
+            held = held_params(self.params, inc.params, context.files.get)
+            self._held_at = (inc.commit, dict(inc.params), held)
+        return self._held_at[2]
+
     def _candidate(self, context: ProposalContext, params: dict[str, ParamValue],
-                   trial: int | None) -> Candidate:
-        changed = {k: v for k, v in params.items() if context.incumbent.params.get(k) != v}
+                   trial: int | None, held: dict[str, ParamValue]) -> Candidate:
+        changed = {k: v for k, v in params.items() if held.get(k) != v}
         hyp = ", ".join(f"{k}={v}" for k, v in changed.items()) or "incumbent values"
         return Candidate(base_commit=context.incumbent.commit, params=params,
                          hypothesis=f"sweep ({self.sampler_name}): {hyp}", proposer=self.name,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import WorkspaceError
 from ..model import ParamValue
 
 ROOT_COMMIT = "0" * 40
@@ -74,6 +75,11 @@ class MemoryRepository:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(text)
         return path
+
+    def file_at(self, commit: str, path: str) -> str:
+        if path not in self.files:
+            raise WorkspaceError(f"{path}: no such file in the memory repository")
+        return self.files[path]
 
     def editable_files(self, commit: str, limit_bytes: int = 200_000) -> dict[str, str]:
         out: dict[str, str] = {}
