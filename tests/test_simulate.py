@@ -13,7 +13,7 @@ from assay.config import DecisionSpec
 from assay.errors import ConfigError
 from assay.model import Candidate, ExperimentState
 from assay.simulate import Session, decide
-from tests.conftest import make_repo
+from tests.conftest import git, make_repo
 
 BENCH = """\
 import json, pathlib
@@ -70,11 +70,17 @@ def test_the_same_values_give_the_same_decision_in_a_real_run(tmp_path: Path,
         "bench.py": BENCH.format(state=str(tmp_path / "count"), values=str(values)),
         "work.py": "FACTOR = 1.0\n",
         "assay.toml": CONFIG.format(python=sys.executable)})
+    # the candidate's tree differs from the base's by a line the bench ignores as well, so
+    # that FACTOR 1.0, the file's own value, is still a candidate to measure
+    work = root / "work.py"
+    work.write_text("FACTOR = 1.0\nNOTE = 'the candidate'\n")
+    patch = git(root, "diff")
+    git(root, "checkout", "work.py")
     target = api.load(root)
     with api.session(target) as loop:
         inc = loop.start()
         loop.calibrate()
-        loop.submit_candidate(Candidate(inc.commit, params={"FACTOR": factor},
+        loop.submit_candidate(Candidate(inc.commit, patch=patch, params={"FACTOR": factor},
                                         hypothesis="scale the time"))
         loop.run(budget=1, propose=False)
         real = loop.journal.experiment("e0001")
