@@ -71,3 +71,48 @@ def test_expensive_calibration_history_and_baseline(tiny_target: TinyFactory) ->
     st = json.loads(out.output, parse_constant=refuse)
     assert st["calibration"]["pooled"] > 0 and st["incumbent"]["experiment"] is not None
     assert "nan" not in st["calibration"]["message"].lower()
+
+
+def test_a_provisional_keep_cut_by_the_stop_is_in_the_summary(tiny_target: TinyFactory) -> None:
+    """A run that stops while a candidate waits for its confirmation must not read as if no
+    change beat the incumbent: the summary lists it with its latest look."""
+    import io
+
+    from rich.console import Console
+
+    from assay.faces.terminal import RunPrinter
+    from assay.model import Direction
+
+    root = tiny_target(work=300_000, slots=1, budget=3, pairs=4,
+                       extra='[proposer.queue]\npath = "patches"\n')
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace('rule = "fixed"', 'rule = "expensive"')
+                   .replace("budget = 3\n", 'budget = 3\nproposer = "queue"\n'))
+    git(root, "commit", "-qam", "the expensive rule, confirmation on, the queue")
+    folder = root / "patches"
+    folder.mkdir()
+    (folder / "1.patch").write_text("# hypothesis: twice the work\n" + patch_work(root, 600_000))
+    (folder / "2.patch").write_text("# hypothesis: nine percent\n" + patch_work(root, 275_000))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "two patches")
+    seen: list[str] = []
+    with api.session(api.load(root)) as loop:
+        loop.on_event = lambda kind, msg, exp: seen.append(msg)
+        summary = loop.run(until=lambda: "stopped before the confirmation" if any(
+            "provisional keep" in m for m in seen) else "")
+    assert summary.stopped == "stopped before the confirmation", seen
+    assert summary.kept == [] and summary.finished == 1
+    [waiting] = summary.open
+    assert waiting.id == "e0002" and waiting.decision is not None
+    assert waiting.decision.effect is not None and waiting.decision.effect > 0.05
+    buf = io.StringIO()
+    RunPrinter(Console(file=buf, width=100)).summary(summary, "speed", "", Direction.MAXIMIZE)
+    out = buf.getvalue()
+    assert "no change beat the incumbent" not in out
+    assert "measured, not decided yet" in out
+    assert "experiments: 1 finished (discarded 1)" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("  e0002 "))
+    assert "provisional keep" in row and "nine percent" in row and "+" in row
+    # the next run goes on with it: confirmed, then kept
+    resumed = api.run(root)
+    assert [e.id for e in resumed.kept] == ["e0002"] and resumed.open == []

@@ -100,6 +100,9 @@ class Summary:
     failed: str = ""
     verified: dict[str, Any] | None = None  # the paired baseline-vs-best measurement
     verify_note: str = ""  # why the run did not verify its final best ('' when it did)
+    # experiments measured but not decided when the run stopped (a provisional keep waiting
+    # for its confirmation, say): their latest look; the next `assay run` goes on with them
+    open: list[Experiment] = field(default_factory=list)
 
 
 @dataclass
@@ -801,10 +804,13 @@ class Loop:
 
     def summary(self) -> Summary:
         cal = self.journal.get_meta("calibration") or {}
-        p = progress(self.journal.experiments(patches=False), cal.get("baseline"))
+        exps = self.journal.experiments(patches=False)
+        p = progress(exps, cal.get("baseline"))
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
-                       failed=self.failed)
+                       failed=self.failed,
+                       open=[e for e in exps if not e.state.is_finished()
+                             and e.decision is not None])
 
 
 @dataclass(frozen=True)

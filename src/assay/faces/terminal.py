@@ -288,7 +288,10 @@ class RunPrinter:
                 "counts": dict(s.counts), "baseline": s.baseline, "best": s.best,
                 "improvement": gain, "branch": s.branch, "failed": s.failed,
                 "kept": [e.id for e in s.kept], "verified": s.verified,
-                "verify_note": s.verify_note})
+                "verify_note": s.verify_note,
+                "open": [{"id": e.id, "effect": e.decision.effect, "interval": [e.decision.lo,
+                          e.decision.hi], "reason": e.decision.reason}
+                         for e in s.open if e.decision is not None]})
             return
         c = self.console
         c.rule("[bold]summary")
@@ -327,8 +330,17 @@ class RunPrinter:
                 c.print(f"the kept effects compound to {pct(comp)}"
                         + (f" ({r})" if (r := ratio_words(comp, direction, metric, unit))
                            else ""), highlight=False)
-        elif s.finished:
+        elif s.finished and not s.open:
             c.print("no change beat the incumbent by more than the noise")
+        if s.open:
+            c.print("measured, not decided yet (the next [bold]assay run[/] goes on with them):",
+                    highlight=False)
+            for e in s.open:
+                d = e.decision
+                assert d is not None
+                look = d.reason.split(":", 1)[0]
+                print_row(c, f"  {e.id} {pct(d.effect):>8} {interval(d.lo, d.hi):<20} "
+                             f"{look}  ", e.candidate.hypothesis)
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
 
 
