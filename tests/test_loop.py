@@ -251,3 +251,29 @@ def test_a_failing_proposer_ends_the_run_with_an_error(tiny_target: TinyFactory)
     result = CliRunner().invoke(app, ["run", "--root", str(root), "--proposer", "queue"])
     assert result.exit_code == 1, result.output
     assert "the proposer failed" in result.output and "no unified diff" in result.output
+
+
+def test_no_block_starts_that_the_time_budget_would_cut(tiny_target: TinyFactory) -> None:
+    """With --max-hours, a block is started only if the recent blocks' pace says it ends in
+    time: one the limit would cut is time spent for nothing. The pace is scripted here (the
+    journal's block times rewritten), not the machine's."""
+    import sqlite3
+
+    root = tiny_target(budget=1, pairs=2)
+    api.run(root)
+    db = root / ".assay" / "journal.sqlite"
+
+    def runs() -> int:
+        with sqlite3.connect(db) as c:
+            return int(c.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+    with sqlite3.connect(db) as c:  # 600 s a run, an ABBA block 2,400 s
+        c.execute("UPDATE blocks SET wall_s = 600.0 * length(run_order) WHERE state = 'done'")
+    before = runs()
+    short = api.run(root, budget=1, max_hours=0.5)
+    assert "leaves" in short.stopped and "4 run(s) at about 600 s each" in short.stopped
+    assert "not started" in short.stopped
+    assert runs() == before  # nothing was started, so nothing was cut
+    assert [e["state"] for e in api.log(root)][-1] == "queued"
+    later = api.run(root, budget=0, max_hours=1.0)  # 3,600 s: the queued block fits
+    assert runs() > before and later.finished == 2, later.stopped

@@ -88,7 +88,9 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         proposer: str | None = typer.Option(None, help=PROPOSERS.help()),
         slots: int | None = typer.Option(None, help="Parallel slots (default: [run] slots)."),
         name: str | None = typer.Option(None, help="Run name: kept commits go to assay/<name>."),
-        max_hours: float | None = typer.Option(None, help="Stop proposing after this long."),
+        max_hours: float | None = typer.Option(
+            None, help="Stop after this long (hours); no block starts that the limit would "
+                       "cut, at the recent blocks' pace."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Also print every block and re-measurement."),
         as_json: bool = typer.Option(False, "--json", help="Stream JSON lines, one per record."),

@@ -591,6 +591,14 @@ class Journal:
         sql += " ORDER BY created_at, seq"
         return [_block(r) for r in self.conn.execute(sql, args)]
 
+    def run_pace(self, limit: int = 12) -> list[float]:
+        """Seconds per run of the last ``limit`` finished blocks: each block's wall time
+        (its build, checks and warm-up included) over the runs in its order."""
+        rows = self.conn.execute(
+            "SELECT wall_s, run_order FROM blocks WHERE state = ? AND wall_s > 0"
+            " ORDER BY finished_at DESC LIMIT ?", (BlockState.DONE.value, limit)).fetchall()
+        return [float(w) / len(order) for w, order in rows if order]
+
     def count_blocks(self, states: Sequence[BlockState]) -> int:
         marks = ",".join("?" * len(states))
         row = self.conn.execute(f"SELECT COUNT(*) FROM blocks WHERE state IN ({marks})",

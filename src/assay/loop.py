@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import threading
 import time
 import weakref
@@ -112,6 +113,10 @@ class Drive:
     budget: int  # experiments in the journal, in all
     deadline: float | None = None  # time.monotonic() at which the run ends
     max_hours: float | None = None
+    # with a deadline: the median seconds per run of the recent blocks, to start no block
+    # that the deadline would cut (None until a block has finished)
+    pace: float | None = None
+    short: str = ""  # why a queued block was left unstarted for lack of time ('' if none)
     until: Until | None = None
     propose: bool = True  # False: only measure what is queued (the MCP server)
     last_beat: float = 0.0
@@ -408,6 +413,8 @@ class Loop:
     def dispatch(self) -> int:
         """Submit queued blocks to free slots; returns how many were started."""
         started = 0
+        if self.drive is not None:
+            self.drive.short = ""
         self.noise.new_slots()
         free = self.executor.free_slot_names()
         if not free:
@@ -423,6 +430,8 @@ class Loop:
                 continue  # its platform has no free slot now
             ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
+                continue
+            if not self._fits(row):
                 continue
             block = self._block(row)
             if block is None:
@@ -459,6 +468,7 @@ class Loop:
         """Record a finished block and move its experiment on. Idempotent."""
         if not self.journal.record_block(result):
             return None
+        self._pace()
         for role, wall in result.warmups:
             self.emit("warm-up", f"{result.block_id}: warm-up run of the "
                       f"{'incumbent' if role == 'A' else 'candidate'} on slot {result.slot} "
@@ -667,7 +677,30 @@ class Loop:
             self.fail(why)
         self.calibrate()
         # the budget counts this session's experiments: the drive's goal is a journal total
-        self.drive = Drive(budget + self._session_base, deadline, max_hours, until, propose)
+        self.drive = Drive(budget + self._session_base, deadline, max_hours, until=until,
+                           propose=propose)
+        self._pace()
+
+    def _pace(self) -> None:
+        d = self.drive
+        if d is not None and d.deadline is not None:
+            recent = self.journal.run_pace()
+            d.pace = statistics.median(recent) if recent else None
+
+    def _fits(self, row: BlockRow) -> bool:
+        """Whether ``row`` can end before the deadline, at the recent blocks' pace (a block
+        the deadline would cut is time spent for nothing: it runs again on resume)."""
+        d = self.drive
+        if d is None or d.deadline is None or d.pace is None:
+            return True
+        need = d.pace * len(row.order)
+        left = d.deadline - time.monotonic()
+        if need <= left:
+            return True
+        d.short = (f"the time budget of {d.max_hours:g} h leaves {max(left, 0):.0f} s, less "
+                   f"than the next block needs ({len(row.order)} run(s) at about "
+                   f"{d.pace:.0f} s each); it was not started, and `assay run` starts it")
+        return False
 
     def _should_stop(self, d: Drive) -> bool:
         """Whether the run must end before this step (``stop_reason`` then says why)."""
@@ -736,6 +769,10 @@ class Loop:
         self.dispatch()
         # The journal, not the executor, says what is in flight: a block whose result is
         # between the executor's threads and wait() is still running.
+        if d.short and not self.executor.running() and not self.journal.count_blocks(
+                (BlockState.RUNNING,)):
+            self.stop_reason = d.short  # what is queued cannot end in the time left
+            return False
         if not self.executor.running() and not self.journal.count_blocks(
                 (BlockState.QUEUED, BlockState.RUNNING)):
             if not d.propose:
