@@ -14,8 +14,8 @@ attention by PyTorch SDPA with the cuDNN backend, full causal on every layer;
 and examples/gpt's `evaluate_bpb`). Both programs start with an empty TorchInductor and
 Triton cache, unless `--cache DIR` names a compile cache to start from (a copy of it: an
 assay slot's `.assay/cache/SLOT`, which holds `torchinductor_cache_dir` and
-`triton_cache_dir`); the record says which (`cache`). `run gpt --set NAME=VALUE` rewrites a knob of examples/gpt's `train.py` in
-the copy that runs (the checkout is never written).
+`triton_cache_dir`); the record says which (`cache`). `run gpt --set NAME=VALUE` rewrites a
+knob of examples/gpt's `train.py` in the copy that runs (the checkout is never written).
 
 MFU is counted the same way for both, over the dense bf16 peak of the GPU
 (`assay.hardware`): PaLM count 6N + 12·L·T·d and causal count 6N + 6·L·T·d, N the weights
@@ -136,8 +136,8 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
         assert train is not None
         src = train.read_text()
         shutil.copy(train, run_dir / "train.py")
-        for f in ("kernels.py", "prepare.py"):
-            shutil.copy(HERE / f, run_dir / f)
+        for name in ("kernels.py", "prepare.py"):
+            shutil.copy(HERE / name, run_dir / name)
         env["GPT_PREPARE"] = str(GPT / "prepare.py")
     log = out.with_suffix(".log")
     wall = execute([sys.executable, "train.py"], run_dir, env, log)
@@ -202,7 +202,7 @@ def table(gpt: dict[str, Any], kar: dict[str, Any]) -> bool:
     print(f"side-by-side 300s: examples/gpt val_bpb {gpt['val_bpb']:.6f} mfu_palm "
           f"{gpt['mfu_palm']:.2f}; karpathy val_bpb {kar['val_bpb']:.6f} mfu_palm "
           f"{kar['mfu_palm']:.2f}")
-    ok = gpt["val_bpb"] < kar["val_bpb"] and gpt["mfu_palm"] >= kar["mfu_palm"]
+    ok = bool(gpt["val_bpb"] < kar["val_bpb"] and gpt["mfu_palm"] >= kar["mfu_palm"])
     print(f"examples/gpt lower val_bpb: {gpt['val_bpb'] < kar['val_bpb']}; MFU (PaLM) at "
           f"least karpathy's: {gpt['mfu_palm'] >= kar['mfu_palm']}: "
           f"{'PASS' if ok else 'FAIL'}")
