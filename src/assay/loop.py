@@ -363,8 +363,14 @@ class Loop:
 
     def _holds(self, inc: Incumbent, params: Mapping[str, ParamValue]) -> bool:
         """Whether ``inc`` already holds every value in ``params``: assay's own values, else
-        the line of an assigned parameter's file at its commit."""
-        if inc.holds(params):
+        the line of an assigned parameter's file at its commit (read only when needed)."""
+        rest: dict[str, ParamValue] = {}
+        for name, value in params.items():
+            if name not in inc.params:
+                rest[name] = value
+            elif inc.params[name] != value:
+                return False
+        if not rest:
             return True
 
         def read(path: str) -> str | None:
@@ -373,9 +379,9 @@ class Loop:
             except WorkspaceError:
                 return None
 
-        specs = [p for p in self.target.params if p.name in params]
-        held = held_params(specs, inc.params, read)
-        return all(held.get(k) == v for k, v in params.items())
+        specs = [p for p in self.target.params if p.name in rest]
+        held = held_params(specs, {}, read)
+        return all(held.get(k) == v for k, v in rest.items())
 
     def _queue_first(self, exp: Experiment) -> None:
         nb = self.rule.first_block(self.decision_context())
