@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from assay import api
-from assay.model import ExperimentState, Role
+from assay.model import Candidate, ExperimentState, Role
 
 from .conftest import TinyFactory, git, patch_work
 
@@ -141,8 +141,6 @@ def test_duplicates_are_rejected_before_any_run(tiny_target: TinyFactory) -> Non
 
 def test_a_candidate_with_the_incumbents_values_is_rejected_before_any_run(
         tiny_target: TinyFactory) -> None:
-    from assay.model import Candidate
-
     root = tiny_target(budget=3, pairs=2)
     cfg = (root / "assay.toml").read_text()
     (root / "assay.toml").write_text(cfg.replace('file = "work.py"\n',
@@ -167,8 +165,6 @@ def test_a_grid_never_measures_the_base_commits_own_values(tiny_target: TinyFact
     work = (root / "work.py").read_text()
     (root / "work.py").write_text(work.replace("WORK = 200000", "WORK = 2 * 10**5  # base"))
     git(root, "commit", "-qam", "a grid over WORK; the base spells its value")
-    from assay.model import Candidate
-
     with api.session(api.load(root)) as loop:
         inc = loop.start()
         same = loop.submit_candidate(Candidate(inc.commit, params={"WORK": 200000}))
