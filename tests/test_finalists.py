@@ -78,3 +78,27 @@ def test_flags_name_only_what_the_committed_file_does_not_hold(
                            "COMPILE": "full"}, text)
     assert got == {"MATRIX_LR": "0.04"}
     assert finalists.flags({"COMPILE": "none"}, text) == {"COMPILE": "'none'"}
+
+
+def test_the_pipelines_base_is_examples_gpt_with_the_knobs_written_in(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("pipeline", SCRIPT.with_name("pipeline.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    config = SCRIPT.with_name("session.toml")
+    repo = mod.base_repo(tmp_path, config, {"TIME_BUDGET": "30.0", "MATRIX_LR": "0.04"})
+    text = (repo / "train.py").read_text()
+    assert "\nTIME_BUDGET = 30.0\n" in text and "\nMATRIX_LR = 0.04\n" in text
+    assert (repo / "assay.toml").read_text() == config.read_text()
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "log", "--format=%s").splitlines() == [
+        "examples/gpt: TIME_BUDGET = 30.0, MATRIX_LR = 0.04"]
+    # the session reads its base's values from that file: the grid skips the base's point
+    from assay.config import load
+    from assay.workspace import held_params
+
+    target = load(repo)
+    held = held_params(target.params, {}, lambda p: (repo / p).read_text())
+    assert held["MATRIX_LR"] == 0.04 and held["DEVICE_BATCH_SIZE"] == 128
+    with pytest.raises(SystemExit, match="exists"):
+        mod.base_repo(tmp_path, config, {})

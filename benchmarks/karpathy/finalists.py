@@ -20,13 +20,15 @@ said so.
 `train.py` with the finalist's values written in, `TIME_BUDGET` as committed), then prints
 a table of val_bpb against the base, effects positive when lower (base / finalist - 1),
 and a summary line: PASS when the best finalist at 300 s is a keep of the session and has
-a lower val_bpb than the base.
+a lower val_bpb than the base. The records go to `--out` (one JSON a finalist, side_by_side's
+form, `best.json` the best one's, and `finalists.json`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +163,7 @@ def run(session: Path, top: int, out: Path, cache: Path | None) -> bool:
         print(f"left out: {line}")
     best = min(finalists, key=lambda f: records[f.label]["val_bpb"])
     ok = best.kept and records[best.label]["val_bpb"] < base
+    shutil.copy(out / f"{best.label}.json", out / "best.json")  # side_by_side.py's record
     (out / "finalists.json").write_text(json.dumps(
         {"best": best.label, "pass": ok,
          "finalists": [{"label": f.label, "why": f.why, "knobs": f.knobs, "kept": f.kept,
