@@ -113,6 +113,13 @@ def test_a_provisional_keep_cut_by_the_stop_is_in_the_summary(tiny_target: TinyF
     assert "experiments: 1 finished (discarded 1)" in out
     row = next(ln for ln in out.splitlines() if ln.startswith("  e0002 "))
     assert "provisional keep" in row and "nine percent" in row and "+" in row
+    # `assay status` says the same between the runs
+    assert [e["id"] for e in api.status(root)["open"]] == ["e0002"]
+    shown = CliRunner().invoke(app, ["status", "--root", str(root)])
+    assert shown.exit_code == 0, shown.output
+    assert "measured, not decided yet" in shown.output
+    assert any(ln.startswith("  e0002 ") and "provisional keep" in ln
+               for ln in shown.output.splitlines()), shown.output
     # the next run goes on with it: confirmed, then kept
     resumed = api.run(root)
     assert [e.id for e in resumed.kept] == ["e0002"] and resumed.open == []

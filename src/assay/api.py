@@ -298,6 +298,10 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                 for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
             "verification": _verification(journal, kept),
+            # measured, not decided (a provisional keep waiting for its confirmation, say)
+            "open": [experiment_dict(journal, e) for e in journal.experiments(
+                [ExperimentState.QUEUED, ExperimentState.RUNNING, ExperimentState.MEASURED],
+                patches=False) if e.decision is not None],
         }
     finally:
         journal.close()

@@ -166,6 +166,11 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
+    from .faces.terminal import print_open
+
+    print_open(console, [(e["id"], e["decision"]["effect"], e["decision"]["lo"],
+                          e["decision"]["hi"], e["decision"]["reason"], e["hypothesis"])
+                         for e in st["open"]])
     if len(st["slots"]) > 1:  # per-slot (per-GPU) speed of the incumbent, and its noise
         for s in st["slots"]:
             gpu = f" (GPU {','.join(map(str, s['gpus']))})" if s["gpus"] else ""

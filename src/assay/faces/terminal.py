@@ -332,16 +332,24 @@ class RunPrinter:
                            else ""), highlight=False)
         elif s.finished and not s.open:
             c.print("no change beat the incumbent by more than the noise")
-        if s.open:
-            c.print("measured, not decided yet (the next [bold]assay run[/] goes on with them):",
-                    highlight=False)
-            for e in s.open:
-                d = e.decision
-                assert d is not None
-                look = d.reason.split(":", 1)[0]
-                print_row(c, f"  {e.id} {pct(d.effect):>8} {interval(d.lo, d.hi):<20} "
-                             f"{look}  ", e.candidate.hypothesis)
+        print_open(c, [(e.id, e.decision.effect, e.decision.lo, e.decision.hi,
+                        e.decision.reason, e.candidate.hypothesis)
+                       for e in s.open if e.decision is not None])
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
+
+
+def print_open(console: Console, rows: Sequence[tuple[str, float | None, float | None,
+                                                    float | None, str, str]]) -> None:
+    """Experiments measured and not decided (id, effect, interval, the latest look's reason,
+    hypothesis): one row each, the look's first words (``provisional keep``) included."""
+    if not rows:
+        return
+    console.print("measured, not decided yet (the next [bold]assay run[/] goes on with them):",
+                  highlight=False)
+    for exp_id, effect, lo, hi, reason, hypothesis in rows:
+        look = reason.split(":", 1)[0]
+        print_row(console, f"  {exp_id} {pct(effect):>8} {interval(lo, hi):<20} {look}  ",
+                  hypothesis)
 
 
 def print_hypotheses(console: Console, hypotheses: Sequence[Any]) -> None:
