@@ -437,10 +437,10 @@ class Loop:
             ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
                 continue
-            if not self._fits(row):
-                continue
             block = self._block(row)
             if block is None:
+                continue
+            if not self._fits(row):
                 continue
             if block.kind is not BlockKind.AA and self.noise.fresh:
                 block = dataclasses.replace(block, prefer_slot=pick_slot(ready, block))
