@@ -102,3 +102,21 @@ def test_the_pipelines_base_is_examples_gpt_with_the_knobs_written_in(tmp_path: 
     assert held["MATRIX_LR"] == 0.04 and held["DEVICE_BATCH_SIZE"] == 128
     with pytest.raises(SystemExit, match="exists"):
         mod.base_repo(tmp_path, config, {})
+
+
+def test_a_kept_patch_cannot_be_written_as_values(tiny_target: TinyFactory,
+                                                  finalists: ModuleType) -> None:
+    from .conftest import patch_work
+
+    root = tiny_target(work=300_000, budget=1, pairs=4,
+                       extra='[proposer.queue]\npath = "patches"\n')
+    folder = root / "patches"
+    folder.mkdir()
+    (folder / "1.patch").write_text("# hypothesis: a tenth of the work\n"
+                                    + patch_work(root, 30_000))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a patch")
+    api.run(root, proposer="queue")
+    assert [e["state"] for e in api.log(root)] == ["kept"]
+    with pytest.raises(SystemExit, match="e0001 kept a patch"):
+        finalists.pick(root)

@@ -71,7 +71,8 @@ def pick(session: Path, top: int = 2) -> tuple[list[Finalist], list[str]]:
         except WorkspaceError:
             return None
 
-    values = held_params(target.params, {}, read)
+    declared = {p.name: p.default for p in target.params if p.default is not None}
+    values = held_params(target.params, declared, read)
     missing = [p.name for p in target.params if p.name not in values]
     if missing:
         raise SystemExit(f"{session}: the base commit gives no value for {missing}; declare "
@@ -84,6 +85,9 @@ def pick(session: Path, top: int = 2) -> tuple[list[Finalist], list[str]]:
     kept = ""
     for e in exps:
         before[e["id"]] = dict(knobs)
+        if e["state"] == "kept" and e["patch_chars"]:
+            raise SystemExit(f"{session}: {e['id']} kept a patch, not values of [[params]]: "
+                             "its incumbents cannot be written into examples/gpt's train.py")
         if e["state"] == "kept":
             knobs = {**knobs, **e["params"]}
             kept = e["id"]
@@ -92,7 +96,8 @@ def pick(session: Path, top: int = 2) -> tuple[list[Finalist], list[str]]:
         finalists.append(Finalist(kept, dict(knobs), f"the final incumbent (kept {kept}: "
                                   f"{_interval(d)})", kept=True))
     shown = [f.knobs for f in finalists]
-    ranked = sorted((e for e in exps if e["state"] != "kept" and e["decision"]
+    open_or_discarded = ("discarded", "queued", "running", "measured")
+    ranked = sorted((e for e in exps if e["state"] in open_or_discarded and e["decision"]
                      and e["decision"]["lo"] is not None and e["decision"]["lo"] > 0),
                     key=lambda e: -float(e["decision"]["lo"]))
     for e in ranked:
