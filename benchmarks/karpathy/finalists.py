@@ -126,18 +126,17 @@ def _interval(d: dict[str, Any]) -> str:
 
 def flags(knobs: dict[str, ParamValue], committed: str) -> dict[str, str]:
     """The `--set NAME=VALUE` of ``knobs`` that examples/gpt's committed ``train.py``
-    (its text ``committed``) does not already hold."""
-    from assay.config import ParamSpec
-    from assay.workspace import assigned_value, python_literal
+    (its text ``committed``) does not already hold: those its rewrite would change."""
+    from assay.errors import PatchError
+    from assay.workspace import python_literal, rewrite_assignment
 
     out: dict[str, str] = {}
     for name, value in knobs.items():
-        kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) \
-            else "float" if isinstance(value, float) else "categorical"
-        spec = ParamSpec(name=name, type=kind, low=0.0, high=1.0,
-                         choices=(value,) if kind == "categorical" else (),
-                         apply="assign", file="train.py")
-        if assigned_value(committed, spec) != value:
+        try:
+            same = rewrite_assignment(committed, name, value, "train.py") == committed
+        except PatchError:  # no single line: not held (side_by_side.py says so on a run)
+            same = False
+        if not same:
             out[name] = python_literal(value)
     return out
 
