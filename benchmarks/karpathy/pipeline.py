@@ -2,7 +2,7 @@
 karpathy's program beside the best of them: the whole H200 job of gpt_h200.md in one command.
 
     python benchmarks/karpathy/pipeline.py CONFIG --out DIR [--set NAME=VALUE ...]
-        [--time-budget 30] [--budget 12] [--max-hours 0.16] [--top 1] [--karpathy PATH]
+        [--time-budget 30] [--budget 12] [--max-hours 0.2] [--top 1] [--karpathy PATH]
 
 1. `DIR/repo`: a fresh git repository holding examples/gpt as committed, with
    `TIME_BUDGET` and each `--set` written into its `train.py`, and CONFIG (one of this
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a knob of examples/gpt's train.py at the session's base")
     ap.add_argument("--time-budget", type=float, default=30.0, help="the session's runs, s")
     ap.add_argument("--budget", type=int, default=12, help="the session's experiments")
-    ap.add_argument("--max-hours", type=float, default=0.16)
+    ap.add_argument("--max-hours", type=float, default=0.2)
     ap.add_argument("--top", type=int, default=1, help="finalists besides the base")
     ap.add_argument("--karpathy", type=Path, help="karpathy/autoresearch's train.py")
     a = ap.parse_args(argv)
