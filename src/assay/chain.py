@@ -34,6 +34,7 @@ from scipy.stats import t as student_t
 
 from . import process
 from .config import Target
+from .decision import rounding_bound
 from .errors import AssayError
 from .journal import Journal
 from .model import Direction, ExperimentState, ParamValue
@@ -108,6 +109,7 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
     """Steps and total from ``values[round][link]`` (see the module docstring)."""
     sign = 1.0 if direction is Direction.MAXIMIZE else -1.0
     used: list[list[float]] = []
+    raw: list[list[float]] = []  # the values as read, for the printed digits
     aside: list[str] = []
     for r, row in enumerate(values):
         if len(row) != len(chain):
@@ -117,6 +119,7 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
             aside.append(f"round {r + 1}: no usable value for {', '.join(bad)}")
             continue
         used.append([math.log(v) for v in row])
+        raw.append(list(row))
     if len(used) < 2:
         raise AssayError(f"measuring the chain of keeps: {len(used)} usable round(s) of "
                          f"{len(values)}, at least 2 needed"
@@ -124,16 +127,19 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
     n = len(used)
     q = float(student_t.ppf(0.5 + confidence / 2.0, n - 1))
 
-    def interval(xs: Sequence[float]) -> tuple[float, float, float]:
+    def interval(i: int, j: int) -> tuple[float, float, float]:
+        """From link ``i`` to link ``j``, widened by what the printed digits leave open."""
+        xs = [sign * (row[j] - row[i]) for row in used]
         m = math.fsum(xs) / n
-        half = q * statistics.stdev(xs) / math.sqrt(n)
+        half = q * statistics.stdev(xs) / math.sqrt(n) + rounding_bound(
+            [row[i] for row in raw], [row[j] for row in raw])
         return math.expm1(m), math.expm1(m - half), math.expm1(m + half)
 
     steps = []
     for i in range(1, len(chain)):
-        eff, lo, hi = interval([sign * (row[i] - row[i - 1]) for row in used])
+        eff, lo, hi = interval(i - 1, i)
         steps.append(Step(chain[i].label, chain[i].commit, eff, lo, hi))
-    total, lo, hi = interval([sign * (row[-1] - row[0]) for row in used])
+    total, lo, hi = interval(0, len(chain) - 1)
     return ChainResult(rounds=n, runs=len(values) * len(chain), confidence=confidence,
                        total=total, lo=lo, hi=hi, steps=tuple(steps),
                        set_aside=tuple(aside))

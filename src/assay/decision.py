@@ -13,7 +13,8 @@ Guards (metrics that must not regress) and checks are judged outside the rule, b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,6 +59,45 @@ def signed_log_ratios(pairs: Sequence[Pair], direction: Direction) -> list[float
     return out
 
 
+def printed_step(value: float) -> float:
+    """The place value of the last digit of ``value`` written in its shortest form
+    (``0.9134`` -> 1e-4, ``1.25e-05`` -> 1e-7, ``120.0`` -> 1): a benchmark that printed the
+    value told nothing finer apart. 0 for zero and non-finite values."""
+    if not math.isfinite(value) or value == 0:
+        return 0.0
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    digits = mantissa.partition(".")[2].rstrip("0")  # repr writes 120.0 for 120
+    return 10.0 ** ((int(exponent) if exponent else 0) - len(digits))
+
+
+def rounding_bound(incumbent: Iterable[float], candidate: Iterable[float]) -> float:
+    """The largest error, as a log-ratio, that rounding to the printed digits can put in an
+    effect: half a printed step on each side, over that side's typical value.
+
+    Averaging runs shrinks noise, not this: a benchmark that prints ``1.2`` every time may
+    be running 1.15 or 1.2499. Every interval is widened by it, so values that repeat
+    exactly get an interval as wide as their digits allow, not a zero-width one. For values
+    printed to six digits it is below 1e-5 and changes nothing a user reads.
+    """
+    total = 0.0
+    for side in (incumbent, candidate):
+        vals = [abs(v) for v in side if math.isfinite(v) and v != 0]
+        if not vals:
+            continue
+        # at most 0.5: no value's last digit has a place above the value itself
+        half = min(0.5 * min(printed_step(v) for v in vals) / statistics.median(vals), 0.5)
+        total += -math.log1p(-half)
+    return total
+
+
+def rounding_words(rounding: float, d_log: float) -> str:
+    """What a reason says of a rounding bound that matters (a tenth of δ or more)."""
+    if not rounding >= 0.1 * d_log:
+        return ""
+    return (f"; widened by {to_fraction(rounding):.2%} on each side for the printed digits, "
+            "which repeat runs do not refine")
+
+
 def to_fraction(log_effect: float) -> float:
     """A log-ratio effect as a fraction: 0.0296 -> about 3% better."""
     return math.expm1(log_effect)
@@ -92,7 +132,8 @@ class FixedPairs:
         else:
             t = float(sst.t.ppf(0.5 + ctx.spec.confidence / 2, max(n - 1, 1)))
             half = t * sd / math.sqrt(n)
-        lo, hi = mean - half, mean + half
+        rounding = rounding_bound([p.a for p in pairs], [p.b for p in pairs])
+        lo, hi = mean - half - rounding, mean + half + rounding
         eff, flo, fhi = to_fraction(mean), to_fraction(lo), to_fraction(hi)
         band = f"{ctx.delta:+.2%}"
         conf = f"{ctx.spec.confidence:.0%}"
@@ -103,7 +144,8 @@ class FixedPairs:
         else:
             verdict, why = Verdict.DISCARD, (f"inconclusive at the budget: the {conf} interval "
                                              f"straddles {band}")
-        reason = f"{why}: effect {eff:+.2%} [{flo:+.2%}, {fhi:+.2%}] over {n} pairs"
+        reason = (f"{why}: effect {eff:+.2%} [{flo:+.2%}, {fhi:+.2%}] over {n} pairs"
+                  + rounding_words(rounding, math.log1p(ctx.delta)))
         return Decision(verdict, reason, effect=eff, lo=flo, hi=fhi, pairs_used=n,
                         runs_used=2 * n, delta=ctx.delta, rule=self.name)
 

@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..decision import DecisionContext, to_fraction
+from ..decision import DecisionContext, rounding_bound, rounding_words, to_fraction
 from ..model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .bounds import bound_at, t_quantile_for
 from .screen import SUSPICIOUS_K, screen
@@ -152,12 +152,18 @@ class ExpensiveRule:
         se = run_sd * math.sqrt(factor)
         # The interval is two-sided at this look's spending bound (a repeated confidence
         # interval); the futility threshold is its own, narrower, upper bound.
-        half = t_quantile_for(z_keep, df) * se
+        # widened on each side by what the printed digits leave open (see rounding_bound)
+        rounding = rounding_bound(
+            [r for s in by_slot for r in ctx.incumbent_history.get(s, ())]
+            + [p.a for p in sub if _alog(p.a) is not None], [p.b for p in sub])
+        half = t_quantile_for(z_keep, df) * se + rounding
         est = Estimate(mean, run_sd, df, n, mean - half, mean + half, z_keep, z_fut)
-        fut_hi = mean + t_quantile_for(z_fut, df) * se
+        fut_hi = mean + t_quantile_for(z_fut, df) * se + rounding
         details["futility_bound"] = to_fraction(fut_hi)
+        details["rounding_bound"] = rounding
         summary = (f"effect {to_fraction(mean):+.2%}, interval [{to_fraction(est.lo):+.2%}, "
-                   f"{to_fraction(est.hi):+.2%}] over {n} candidate run(s)")
+                   f"{to_fraction(est.hi):+.2%}] over {n} candidate run(s)"
+                   + rounding_words(rounding, d_log))
         confirm_ids, awaiting = confirmation_state(pairs)
         if awaiting:
             cid = confirm_ids[-1]

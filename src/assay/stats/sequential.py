@@ -66,7 +66,13 @@ from typing import Any
 from scipy.special import ndtr
 from scipy.stats import binom
 
-from ..decision import DecisionContext, signed_log_ratios, to_fraction
+from ..decision import (
+    DecisionContext,
+    rounding_bound,
+    rounding_words,
+    signed_log_ratios,
+    to_fraction,
+)
 from ..model import BlockKind, Decision, NextBlock, Pair, Verdict
 from .bounds import bound_at, efficacy_bounds, planned_looks, t_quantile_for
 from .robust import BIWEIGHT_K, Robust, biweight
@@ -141,6 +147,7 @@ class Look:
     lo: float  # log scale
     hi: float
     futility_hi: float  # mean + F·σ/n: the futility threshold's statistic
+    rounding: float = 0.0  # the printed digits' bound, in lo, hi and futility_hi
 
 
 class SequentialRule:
@@ -187,8 +194,9 @@ class SequentialRule:
                          reason="first block")
 
     def look(self, vals: Sequence[float], scales: Sequence[float], ctx: DecisionContext,
-             prior_df: int) -> Look:
-        """The estimate and the interval over ``vals`` at the look of ``len(vals)`` pairs."""
+             prior_df: int, rounding: float = 0.0) -> Look:
+        """The estimate and the interval over ``vals`` at the look of ``len(vals)`` pairs,
+        widened on each side by ``rounding`` (:func:`assay.decision.rounding_bound`)."""
         block = ctx.spec.pairs_per_block
         est = biweight(vals, scales, prior_df)
         n = est.n
@@ -198,9 +206,10 @@ class SequentialRule:
                      first=first)
         c = t_quantile_for(z, est.df) if math.isfinite(est.se) else math.inf
         if not math.isfinite(est.se):
-            return Look(est, c, -math.inf, math.inf, math.inf)
+            return Look(est, c, -math.inf, math.inf, math.inf, rounding)
         fut = est.mean + t_quantile_for(self.futility / math.sqrt(n), est.df) * est.se
-        return Look(est, c, est.mean - c * est.se, est.mean + c * est.se, fut)
+        return Look(est, c, est.mean - c * est.se - rounding, est.mean + c * est.se + rounding,
+                    fut + rounding, rounding)
 
     def decide(self, pairs: Sequence[Pair], ctx: DecisionContext) -> Decision:
         spec = ctx.spec
@@ -259,7 +268,8 @@ class SequentialRule:
                        nxt=NextBlock(more, reason="minimum pairs"))
         if not vals:
             return out(Verdict.DISCARD, "no usable pair within the budget")
-        lk = self.look(vals, scales, ctx, prior_df)
+        rounding = rounding_bound([pairs[i].a for i in used], [pairs[i].b for i in used])
+        lk = self.look(vals, scales, ctx, prior_df, rounding)
         n = lk.est.n
         fut_after = max(need, self._futility_after(ctx, lk.est.sd))
         details["futility_threshold"] = (
@@ -276,7 +286,9 @@ class SequentialRule:
                 f"unlikely (below {WILD_RISK:.0%})")
         can_keep = n >= keep_from
         summary = (f"effect {to_fraction(lk.est.mean):+.2%}, {conf} interval "
-                   f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over {n} pairs")
+                   f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over {n} pairs"
+                   + rounding_words(rounding, d_log))
+        details["rounding_bound"] = rounding
         noise = max((v for v in ctx.noise.values() if math.isfinite(v)), default=0.0)
         implausible = abs(lk.est.mean) > IMPLAUSIBLE_K * max(noise, d_log)
         if implausible:
@@ -368,7 +380,7 @@ class SequentialRule:
             return 1.0
         z = bound_at(total, spec.pairs_per_block, self.horizon(ctx), self.alpha(ctx),
                      self.rho, first=self.first_look(ctx))
-        need = d_log + t_quantile_for(z, lk.est.df) * sd / math.sqrt(total)
+        need = d_log + lk.rounding + t_quantile_for(z, lk.est.df) * sd / math.sqrt(total)
         ahead = lk.est.mean + HOPE_SE * lk.est.se
         final = (n * lk.est.mean + left * ahead) / (n + left)
         spread = sd * math.sqrt(left) / (n + left)
