@@ -13,7 +13,7 @@ import pytest
 
 from assay import api
 from assay.chain import Link, summarize
-from assay.decision import printed_step, rounding_bound
+from assay.decision import digits_stall, printed_step, rounding_bound
 from assay.model import Direction
 from assay.simulate import decide
 
@@ -54,6 +54,9 @@ def test_repeated_coarse_values_are_not_a_keep(rule: str) -> None:
     assert lo < 0.02 < hi
     assert lo < 0.001 and hi > 0.06  # half a step each side: about ±3 %
     assert "printed digits" in coarse.reason
+    if rule != "fixed":  # a sequential rule stops once repeats add nothing
+        assert "print the metric with more digits" in coarse.reason
+        assert coarse.runs < (16 if rule == "sequential" else 8)
     # the same values printed to six digits: the interval is narrow and the gain is kept
     fine = decide(lambda role, slot: 3.300001 if role == "A" else 3.400003, spec,
                   direction="maximize")
@@ -95,3 +98,14 @@ def test_a_bench_that_prints_one_decimal_keeps_nothing_it_cannot_resolve(
     assert d["effect"] == pytest.approx(3.4 / 3.3 - 1)
     assert d["lo"] < 0.02 < d["hi"]
     assert "printed digits" in d["reason"]
+
+
+def test_a_stall_needs_exact_repeats_that_straddle_delta() -> None:
+    d_log = math.log1p(0.02)
+    r = rounding_bound([3.3], [3.4])
+    x = math.log(3.4 / 3.3)
+    assert "more digits" in digits_stall([x, x, x], r, d_log)
+    assert digits_stall([x, x], r, d_log) == ""  # too few to tell
+    assert digits_stall([x, x, x * 1.000001], r, d_log) == ""  # they move: runs still help
+    assert digits_stall([x, x, x], r / 4, d_log) == ""  # the digits resolve it: a keep
+    assert digits_stall([0.0, 0.0, 0.0], r / 4, d_log) == ""  # clearly short of δ

@@ -59,6 +59,9 @@ def signed_log_ratios(pairs: Sequence[Pair], direction: Direction) -> list[float
     return out
 
 
+STALL_AFTER = 3  # equal values before more runs are taken to add nothing
+
+
 def printed_step(value: float) -> float:
     """The place value of the last digit of ``value`` written in its shortest form
     (``0.9134`` -> 1e-4, ``1.25e-05`` -> 1e-7, ``120.0`` -> 1): a benchmark that printed the
@@ -96,6 +99,20 @@ def rounding_words(rounding: float, d_log: float) -> str:
         return ""
     return (f"; widened by {to_fraction(rounding):.2%} on each side for the printed digits, "
             "which repeat runs do not refine")
+
+
+def digits_stall(values: Sequence[float], rounding: float, d_log: float) -> str:
+    """Why more runs cannot decide, when they cannot: at least :data:`STALL_AFTER` measured
+    effects (log-ratios), all exactly equal (the benchmark prints the same numbers every
+    run), whose printed digits leave the effect on both sides of δ. '' otherwise."""
+    if len(values) < STALL_AFTER or max(values) != min(values):
+        return ""
+    if not values[0] - rounding <= d_log <= values[0] + rounding:
+        return ""
+    return (f"all {len(values)} measured effects are exactly equal, so more runs add "
+            f"nothing, and the printed digits leave the effect anywhere within "
+            f"{to_fraction(rounding):.2%} of {to_fraction(values[0]):+.2%}, on both sides of "
+            "δ: print the metric with more digits")
 
 
 def to_fraction(log_effect: float) -> float:

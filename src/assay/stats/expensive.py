@@ -30,7 +30,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..decision import DecisionContext, rounding_bound, rounding_words, to_fraction
+from ..decision import (
+    DecisionContext,
+    digits_stall,
+    rounding_bound,
+    rounding_words,
+    to_fraction,
+)
 from ..model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .bounds import bound_at, t_quantile_for
 from .screen import SUSPICIOUS_K, screen
@@ -206,6 +212,9 @@ class ExpensiveRule:
         if fut_hi < d_log:
             return out(Verdict.DISCARD, f"discarded early (futility): even the futility "
                        f"bound {to_fraction(fut_hi):+.2%} lies short of {band}; {summary}", est)
+        stall = digits_stall(vals, rounding, d_log)
+        if stall:
+            return out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", est)
         if n_compare >= spec.max_pairs:
             return out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
                        f"{spec.max_pairs} runs: the interval straddles {band}; {summary}", est)

@@ -68,6 +68,7 @@ from scipy.stats import binom
 
 from ..decision import (
     DecisionContext,
+    digits_stall,
     rounding_bound,
     rounding_words,
     signed_log_ratios,
@@ -350,6 +351,9 @@ class SequentialRule:
                 return out(Verdict.DISCARD, f"discarded early (futility): at this effect the "
                            f"chance of a keep by the budget of {spec.max_pairs} pairs is "
                            f"{hope:.1%}; {summary}", lk, extra={"keep_chance": round(hope, 4)})
+        stall = digits_stall(vals, rounding, d_log) if n >= self.first_look(ctx) else ""
+        if stall:
+            return out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", lk)
         if n_compare >= spec.max_pairs:
             return out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
                        f"{spec.max_pairs} pairs: {_where(lk, d_log, band, conf)}; {summary}", lk)
