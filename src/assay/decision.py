@@ -59,7 +59,7 @@ def signed_log_ratios(pairs: Sequence[Pair], direction: Direction) -> list[float
     return out
 
 
-STALL_AFTER = 3  # equal values before more runs are taken to add nothing
+STALL_AFTER = 3  # equal measured effects before more runs are taken to add nothing
 
 
 def printed_step(value: float) -> float:

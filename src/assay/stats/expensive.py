@@ -21,7 +21,9 @@ not pass for a gain. Calibration costs one A/A pair per slot (two incumbent runs
 the slot's first history), and a kept candidate's own runs are its slot's history for the
 new incumbent (``Journal.recent_incumbent_values``). The history is shared by every
 look, which makes successive looks more correlated than the independent increments the
-boundaries assume; the boundaries then err on the conservative side.
+boundaries assume; the boundaries then err on the conservative side. As under the
+sequential rule, the interval is widened by the printed digits' bound, and runs that repeat
+exactly with digits straddling δ end the experiment as inconclusive.
 """
 
 from __future__ import annotations

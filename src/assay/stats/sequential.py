@@ -52,7 +52,11 @@ failed machine are ordinary pairs at ordinary looks, and a resumed run re-derive
 decisions from the same pairs. The effect reported for a keep is the estimate over all
 pairs less the selection bias of the provisional look among keeps
 (:mod:`assay.stats.unbiased`); for other verdicts it is the robust estimate. Reaching the
-pair budget without a decision discards the candidate as inconclusive.
+pair budget without a decision discards the candidate as inconclusive. The interval is
+widened on each side by what the printed digits leave open
+(:func:`assay.decision.rounding_bound`); once every pair gives exactly the same log-ratio
+and those digits straddle δ, more pairs add nothing and the candidate is discarded as
+inconclusive then (:func:`assay.decision.digits_stall`).
 """
 
 from __future__ import annotations
