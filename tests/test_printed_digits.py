@@ -8,6 +8,7 @@ step on each side (:func:`assay.decision.rounding_bound`).
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -36,9 +37,22 @@ def test_the_bound_is_half_a_step_on_each_side() -> None:
     assert r == pytest.approx(-math.log1p(-0.05 / 3.3) - math.log1p(-0.05 / 3.4))
     # six printed digits: nothing a user reads changes
     assert rounding_bound([0.913458, 0.920835], [0.896206]) < 2e-6
-    # the finest step a side printed is its step (3.30 prints as 3.3)
-    assert rounding_bound([3.3, 3.31], []) == pytest.approx(-math.log1p(-0.005 / 3.305))
+    # two digits printed: a tenth of the bound
+    assert rounding_bound([3.31, 3.31], []) == pytest.approx(-math.log1p(-0.005 / 3.31))
     assert rounding_bound([], []) == 0.0
+
+
+def test_noise_across_several_steps_averages_the_rounding_out() -> None:
+    rng = random.Random(7)
+    noisy = [round(3.3 + rng.gauss(0, 0.1), 1) for _ in range(12)]
+    assert len(set(noisy)) >= 3  # spread over several printed steps
+    assert rounding_bound(noisy, [round(3.4 + rng.gauss(0, 0.1), 1) for _ in range(12)]) < 1e-4
+    # exact repeats keep the whole half step; a value that only flickers across one
+    # boundary (noise far below a step) keeps most of it
+    repeats = rounding_bound([3.3] * 10, [3.5] * 4)
+    flicker = rounding_bound([3.3] * 9 + [3.4], [3.5] * 4)
+    assert repeats == pytest.approx(-math.log1p(-0.05 / 3.3) - math.log1p(-0.05 / 3.5))
+    assert flicker > 0.5 * repeats
 
 
 @pytest.mark.parametrize("rule", ["fixed", "sequential", "expensive"])
