@@ -1,8 +1,9 @@
 """Intervals as wide as the printed digits allow: values that repeat exactly are not exact.
 
 A benchmark that prints ``3.3`` every time may be running anything from 3.25 to 3.35;
-repeating the run does not narrow that. Every rule widens its interval by half a printed
-step on each side (:func:`assay.decision.rounding_bound`).
+repeating the run does not narrow that. Every rule widens its interval on each side by the
+largest bias the rounding can leave (:func:`assay.decision.rounding_bound`): half a printed
+step for exact repeats, about nothing once the noise spans several steps.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def test_repeated_coarse_values_are_not_a_keep(rule: str) -> None:
 
 def test_a_chain_total_is_widened_by_the_printed_digits() -> None:
     chain = [Link("baseline", "a" * 40, {}), Link("e0001", "b" * 40, {})]
-    coarse = summarize(chain, [[3.3, 3.4]] * 3 + [[3.3, 3.4]], Direction.MAXIMIZE, 0.9)
+    coarse = summarize(chain, [[3.3, 3.4]] * 4, Direction.MAXIMIZE, 0.9)
     assert coarse.lo is not None and coarse.hi is not None
     assert coarse.lo < 0.001 and coarse.hi > 0.06
     assert coarse.total == pytest.approx(3.4 / 3.3 - 1)
