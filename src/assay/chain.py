@@ -108,8 +108,7 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
               confidence: float) -> ChainResult:
     """Steps and total from ``values[round][link]`` (see the module docstring)."""
     sign = 1.0 if direction is Direction.MAXIMIZE else -1.0
-    used: list[list[float]] = []
-    raw: list[list[float]] = []  # the values as read, for the printed digits
+    used: list[Sequence[float]] = []  # the values as read (their digits count too)
     aside: list[str] = []
     for r, row in enumerate(values):
         if len(row) != len(chain):
@@ -118,8 +117,7 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
         if bad:
             aside.append(f"round {r + 1}: no usable value for {', '.join(bad)}")
             continue
-        used.append([math.log(v) for v in row])
-        raw.append(list(row))
+        used.append(row)
     if len(used) < 2:
         raise AssayError(f"measuring the chain of keeps: {len(used)} usable round(s) of "
                          f"{len(values)}, at least 2 needed"
@@ -129,10 +127,10 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
 
     def interval(i: int, j: int) -> tuple[float, float, float]:
         """From link ``i`` to link ``j``, widened by what the printed digits leave open."""
-        xs = [sign * (row[j] - row[i]) for row in used]
+        xs = [sign * math.log(row[j] / row[i]) for row in used]
         m = math.fsum(xs) / n
         half = q * statistics.stdev(xs) / math.sqrt(n) + rounding_bound(
-            [row[i] for row in raw], [row[j] for row in raw])
+            [row[i] for row in used], [row[j] for row in used])
         return math.expm1(m), math.expm1(m - half), math.expm1(m + half)
 
     steps = []

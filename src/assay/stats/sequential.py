@@ -152,7 +152,7 @@ class Look:
     lo: float  # log scale
     hi: float
     futility_hi: float  # mean + F·σ/n: the futility threshold's statistic
-    rounding: float = 0.0  # the printed digits' bound, in lo, hi and futility_hi
+    rounding: float  # the printed digits' bound, in lo, hi and futility_hi
 
 
 class SequentialRule:
@@ -199,7 +199,7 @@ class SequentialRule:
                          reason="first block")
 
     def look(self, vals: Sequence[float], scales: Sequence[float], ctx: DecisionContext,
-             prior_df: int, rounding: float = 0.0) -> Look:
+             prior_df: int, rounding: float) -> Look:
         """The estimate and the interval over ``vals`` at the look of ``len(vals)`` pairs,
         widened on each side by ``rounding`` (:func:`assay.decision.rounding_bound`)."""
         block = ctx.spec.pairs_per_block
