@@ -32,7 +32,7 @@ from typing import Any
 
 from scipy.stats import t as student_t
 
-from . import process
+from . import contain, process
 from .config import Target
 from .decision import rounding_bound
 from .errors import AssayError
@@ -174,7 +174,7 @@ def measure(target: Target, journal: Journal, rounds: int,
         tree, env = trees[i]
         r = process.run(target.bench.cmd, cwd=tree, env=env, timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
-                        limits=target.limits)
+                        limits=target.limits, sandbox=contain.spec_for(target, tree, env))
         if r.timed_out or r.exit_code != 0:
             return math.nan, (f"exited {r.exit_code}" if not r.timed_out else "timed out")
         values, _, why = _read_all((target.metric,), r.stdout or "", tree)

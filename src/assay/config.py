@@ -269,7 +269,7 @@ class EnvSpec:
 class LimitSpec:
     memory_mb: int | None = None
     cpu_s: int | None = None
-    network: bool = True
+    network: bool | None = None  # None: not set (no network inside the sandbox)
 
 
 @dataclass(frozen=True)
@@ -563,7 +563,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     lsec = top.table("limits")
     limits = LimitSpec(memory_mb=lsec.number("memory_mb", None, low=1, integer=True),
                        cpu_s=lsec.number("cpu_s", None, low=1, integer=True),
-                       network=lsec.get("network", bool, True))
+                       network=lsec.get("network", bool, None))
     lsec.reject_unknown()
 
     hsec = top.table("hooks")

@@ -186,7 +186,7 @@ class Loop:
         """Set the run up (first run) or resume it (re-queue, re-decide); once per loop."""
         if self._started is not None:
             return self.incumbent
-        if not self.target.limits.network:  # say it now, not after every block fails
+        if self.target.limits.network is False:  # say it now, not after every block fails
             from .process import network_isolation_available
 
             ok, why = network_isolation_available()

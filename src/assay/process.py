@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import sandbox as sandboxing
 from .config import EnvSpec, LimitSpec
 from .errors import ExecutorError
 from .watch import Watcher
@@ -216,9 +217,16 @@ def wrap(argv: list[str], limits: LimitSpec | None) -> list[str]:
             str(cpu), *argv]
 
 
-def command_argv(cmd: str, limits: LimitSpec | None, hide: Sequence[Path] = ()) -> list[str]:
-    """The argv that runs ``cmd``: namespaces (no network, hidden paths), then the limits."""
-    no_network = limits is not None and not limits.network
+def command_argv(cmd: str, limits: LimitSpec | None, hide: Sequence[Path] = (),
+                 sandbox: sandboxing.Spec | None = None) -> list[str]:
+    """The argv that runs ``cmd``: the sandbox or namespaces (no network, hidden paths),
+    then the limits."""
+    if sandbox is not None:
+        found = sandboxing.probe()
+        if not found.ok:
+            raise ExecutorError(f"a sandboxed run was asked for, but {found.why}")
+        return wrap(sandboxing.argv(sandbox, cmd, found.tool), limits)
+    no_network = limits is not None and limits.network is False
     if no_network:
         ok, why = network_isolation_available()
         if not ok:
@@ -323,7 +331,8 @@ def reap(registry: Path) -> list[int]:
 def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         stdout_path: Path, stderr_path: Path, limits: LimitSpec | None = None,
         cancel: CancelToken | None = None, registry: Path | None = None,
-        hide: Sequence[Path] = (), watch: Watcher | None = None) -> ProcResult:
+        hide: Sequence[Path] = (), watch: Watcher | None = None,
+        sandbox: sandboxing.Spec | None = None) -> ProcResult:
     """Run ``cmd`` with bash in its own process group; never leaves a process behind.
 
     ``hide`` names paths the command must not see: it then runs in its own mount and PID
@@ -332,9 +341,13 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
     allows it (else this raises ExecutorError). ``registry`` (default: the ``.assay/procs``
     folder of the target holding ``cwd``) records the process so that a later run can
     :func:`reap` it after a crash. ``watch`` reads the output as it arrives and stops the
-    run at its first breach (``ProcResult.stopped`` says why).
+    run at its first breach (``ProcResult.stopped`` says why). ``sandbox`` runs it inside
+    that sandbox (see :mod:`assay.sandbox`; ``hide`` is then not used), with ``TMPDIR``
+    set to its private ``/tmp``.
     """
-    argv = command_argv(cmd, limits, hide)
+    argv = command_argv(cmd, limits, hide, sandbox)
+    if sandbox is not None:
+        env = {**env, "TMPDIR": "/tmp"}
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     if registry is None:
         registry = registry_for(cwd)

@@ -17,16 +17,18 @@ are hashed before and after every run: any change rejects the candidate as
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import process
+from . import contain, process
 from .checks import CheckMemo, failing_tests, tail
 from .compare import compare_outputs
 from .config import Command, MetricSpec, Target
@@ -61,17 +63,34 @@ def incumbent_key(inc: Incumbent) -> str:
 
 
 def cache_env(tree: Path) -> dict[str, str]:
-    """Compiler-cache settings for a build in ``tree`` (hits across slot trees)."""
+    """Compiler-cache settings for a build in ``tree`` (hits across slot trees).
+
+    The cache folder is named even when the user set none (ccache's own setting), so
+    that a sandboxed build, whose ``$HOME`` is private, writes the user's cache."""
     env: dict[str, str] = {}
     if shutil.which("ccache"):
         env["CCACHE_BASEDIR"] = str(tree)
         env["CCACHE_NOHASHDIR"] = "true"
+        if not os.environ.get("CCACHE_DIR") and ccache_dir():
+            env["CCACHE_DIR"] = ccache_dir()
     if shutil.which("sccache"):
         env["SCCACHE_BASEDIRS"] = str(tree)
     for name in ("CCACHE_DIR", "SCCACHE_DIR"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     return env
+
+
+@functools.cache
+def ccache_dir() -> str:
+    """ccache's configured cache folder ('' when it does not say)."""
+    try:
+        r = subprocess.run(["ccache", "-k", "cache_dir"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    out = r.stdout.strip()
+    return out if r.returncode == 0 and os.path.isabs(out) else ""
 
 
 def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
@@ -101,7 +120,8 @@ def _warm(target: Target, slot: Slot, cwd: Path, key: str, env: Mapping[str, str
     r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
                     stdout_path=logs / f"warmup-{role}.out",
                     stderr_path=logs / f"warmup-{role}.err",
-                    limits=target.limits, cancel=cancel)
+                    limits=target.limits, cancel=cancel,
+                    sandbox=contain.spec_for(target, cwd, env))
     if r.exit_code == 0:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(f"{cwd}\n{key}\n")
@@ -142,7 +162,8 @@ def _prep(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, na
     t0 = time.monotonic()
     r = process.run(cmd.cmd, cwd=cwd, env=env, timeout_s=cmd.timeout_s,
                     stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
-                    limits=target.limits, cancel=cancel)
+                    limits=target.limits, cancel=cancel,
+                    sandbox=contain.spec_for(target, cwd, env))
     took = time.monotonic() - t0
     out = (r.stdout or "") + ("\n" + r.stderr if r.stderr else "")
     if r.timed_out:
@@ -307,7 +328,8 @@ def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
     h = process.run(target.holdout.cmd, cwd=cwd, env=env, timeout_s=target.holdout.timeout_s,
                     stdout_path=stem.with_name(stem.name + ".holdout.out"),
                     stderr_path=stem.with_name(stem.name + ".holdout.err"),
-                    limits=target.limits, cancel=cancel)
+                    limits=target.limits, cancel=cancel,
+                    sandbox=contain.spec_for(target, cwd, env, holdout=True))
     if h.exit_code != 0:
         return {}
     values, status, _reason = _read_all((target.holdout_metric,), h.stdout, cwd)
@@ -432,7 +454,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"r{i + 1}-{role_ch}.out",
                         stderr_path=logs / f"r{i + 1}-{role_ch}.err",
-                        limits=target.limits, cancel=cancel, watch=watcher)
+                        limits=target.limits, cancel=cancel, watch=watcher,
+                        sandbox=contain.spec_for(target, cwd, env))
         if r.cancelled:
             return fail("cancelled", "block cancelled")
         after = hash_paths(cwd, protected)

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import process
+from .. import contain, process
 from ..config import Section, Target
 from ..errors import ReviewError
 from ..workspace import git
@@ -222,7 +222,9 @@ class CommandReviewer(Reviewer):
                                                      "ASSAY_GROUP": request.group})
         r = process.run(self.command, cwd=tree, env=env, timeout_s=self.timeout_s,
                         stdout_path=logs / "out.txt", stderr_path=logs / "err.txt",
-                        limits=self.target.limits)
+                        limits=self.target.limits,
+                        sandbox=contain.spec_for(self.target, tree, env,
+                                                 readable=(req_file, diff_file)))
         text = (r.stdout or "") + "\n" + (r.stderr or "")
         if r.timed_out:
             raise ReviewError(f"review command {self.command!r} on {request.group} timed out "
@@ -294,7 +296,8 @@ class AgentReviewer(Reviewer):
         try:
             r = process.run(self.command, cwd=tree, env=env, timeout_s=self.timeout_s,
                             stdout_path=logs / "agent.out", stderr_path=logs / "agent.err",
-                            limits=self.target.limits)
+                            limits=self.target.limits,
+                            sandbox=contain.spec_for(self.target, tree, env, network=True))
         finally:
             brief.unlink(missing_ok=True)
         if r.timed_out or r.exit_code != 0:

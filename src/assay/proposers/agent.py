@@ -69,10 +69,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Target, glob_match
+from ..contain import spec_for
 from ..errors import ProposerError
 from ..model import Candidate
 from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
 from ..process import run as run_process
+from ..sandbox import Spec
 from .base import ProposalContext, Proposer
 from .context import build_context, incumbent_files
 from .edits import DIFF_ARGS, git, path_problem, rejected
@@ -282,12 +284,17 @@ class AgentProposer(Proposer):
             raise
         return tree, base, lambda: shutil.rmtree(tmp, ignore_errors=True)
 
-    def _hidden(self, tree: Path) -> tuple[list[Path], str]:
-        """The paths to hide from the agent's processes, and how the agent is isolated."""
+    def _hidden(self, tree: Path, env: Mapping[str, str]
+                ) -> tuple[list[Path], Spec | None, str]:
+        """How the agent is isolated: its sandbox (the checkout writable, the target's
+        folder hidden, the rest read-only), else the paths to hide in a mount namespace."""
+        spec = spec_for(self.target, tree, env, network=True)
+        if spec is not None:
+            return [], spec, "private checkout, sandbox"
         ok, _why = mount_isolation_available()
         if not ok:
-            return [], "private checkout"
-        return hidden_paths(self.target, tree), "private checkout, mount namespace"
+            return [], None, "private checkout"
+        return hidden_paths(self.target, tree), None, "private checkout, mount namespace"
 
     def _env(self) -> dict[str, str]:
         src = os.environ if self._environ is None else self._environ
@@ -309,14 +316,16 @@ class AgentProposer(Proposer):
                       "hypothesis_file": str(hyp_file), "worktree": str(tree),
                       "files": "\0".join(files), "model": self.model}
             cmd = render_command(self.command, values)
-            hide, isolation = self._hidden(tree)
+            env = self._env()
+            hide, spec, isolation = self._hidden(tree, env)
             with tempfile.TemporaryDirectory(prefix="assay-agent-log-") as logs:
                 try:
-                    proc = run_process(cmd, cwd=tree, env=self._env(),
+                    proc = run_process(cmd, cwd=tree, env=env,
                                        timeout_s=self.timeout_s,
                                        stdout_path=Path(logs) / "stdout",
                                        stderr_path=Path(logs) / "stderr", hide=hide,
-                                       registry=self.target.state_dir / PROCS_DIR)
+                                       registry=self.target.state_dir / PROCS_DIR,
+                                       sandbox=spec)
                 except Exception as exc:
                     raise ProposerError(f"cannot run the agent command {cmd[:200]!r}: {exc}"
                                         ) from exc
