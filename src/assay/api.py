@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import process
+from . import contain, keys, process
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
@@ -118,8 +118,13 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
 @contextlib.contextmanager
 def session(target: Target, proposer: Proposer | None = None, executor: Executor | None = None,
             on_event: Event | None = None, name: str | None = None,
-            lock: bool = True, from_head: bool = False, retry: bool = False) -> Iterator[Loop]:
-    """A started loop holding the target's lock; closes everything on exit."""
+            lock: bool = True, from_head: bool = False, retry: bool = False,
+            unconfined: bool = False) -> Iterator[Loop]:
+    """A started loop holding the target's lock; closes everything on exit.
+
+    Refuses (ConfigError) candidates of the llm and agent proposers where the machine
+    cannot sandbox, unless ``unconfined`` (see :func:`assay.contain.gate`)."""
+    keys.take()  # before any child starts: no process can read a key from /proc
     run_lock = RunLock(target.state_dir / "run.lock")
     reaped: list[int] = []
     if lock:
@@ -137,9 +142,14 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         stored = journal.get_meta("run_name")
         ws = Workspace(target, name or stored or target.run.name or "main")
         prop = proposer or build_proposer(target, journal, retry=retry)
+        confinement = contain.gate(prop.name, unconfined)
         exe = executor or build_executor(target, ws)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
-        loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry)
+        loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
+                                      unconfined=confinement.unconfined)
+        if confinement.unconfined:
+            journal.set_meta(contain.UNCONFINED, True)
+            loop.emit("warn", confinement.warning)
         for line in already_tried(prop, journal, retry):
             loop.emit("skip", line)
         if lock:
@@ -175,12 +185,12 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         slots: int | None = None, name: str | None = None, max_hours: float | None = None,
         on_event: Event | None = None, signals: bool = False, config: str | None = None,
         proposer_obj: Proposer | None = None, executor_obj: Executor | None = None,
-        from_head: bool = False, retry: bool = False) -> Summary:
+        from_head: bool = False, retry: bool = False, unconfined: bool = False) -> Summary:
     """Run one session on the repository at ``root`` until its budget is spent."""
     target = load(root, config, slots=slots, proposer=proposer, budget=budget)
     started = time.monotonic()
     with session(target, proposer=proposer_obj, executor=executor_obj, on_event=on_event,
-                 name=name, from_head=from_head, retry=retry) as loop:
+                 name=name, from_head=from_head, retry=retry, unconfined=unconfined) as loop:
         if signals:
             loop.install_signal_handlers()
         summary = loop.run(budget=target.run.budget, max_hours=max_hours)
@@ -293,6 +303,8 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                      f"assay/{journal.get_meta('run_name', 'main')}")
             if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
             "sessions": len(sessions_of(journal)),
+            # a session ran the trees' commands without a sandbox (--unconfined, or none)
+            "unconfined": bool(journal.get_meta(contain.UNCONFINED)),
             "calibration": cal, "slots": [
                 dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
                 for s in journal.slots()],

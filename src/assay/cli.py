@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import api
+from . import api, keys
 from .errors import AssayError
 from .faces.terminal import number, pct, plural
 from .model import Direction
@@ -51,6 +51,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
           ) -> None:
     """assay: measure every change, keep only what is real."""
     DEBUG["on"] = debug
+    keys.take()  # before any child starts: no process can read a key from /proc
 
 
 def _fail(exc: AssayError) -> None:
@@ -98,6 +99,9 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
                                        "HEAD, replaying the kept changes it lacks."),
         retry: bool = typer.Option(False, "--retry", help="Measure again queued patches that "
                                    "were already tried."),
+        unconfined: bool = typer.Option(False, "--unconfined", help="Where no sandbox works, "
+                                        "run llm and agent candidates anyway, with your full "
+                                        "rights (every experiment is marked unconfined)."),
         ) -> None:
     """Run the loop: propose, measure against the incumbent, keep what is real.
 
@@ -118,7 +122,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
                           max_hours=max_hours, on_event=printer.on_event, signals=True,
                           config=config, from_head=from_head,
-                          retry=retry)
+                          retry=retry, unconfined=unconfined)
     except AssayError as exc:
         printer.close()
         _fail(exc)
@@ -142,6 +146,9 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
         typer.echo(dumps(st, indent=2))
         return
     inc = st["incumbent"] or {}
+    if st.get("unconfined"):
+        console.print("[bold yellow]unconfined:[/] experiments of this journal ran without a "
+                      "sandbox (marked `(unconfined)` in `assay log`)")
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
                   f"{plural(st['experiments'], 'experiment')}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())))

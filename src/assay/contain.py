@@ -31,6 +31,8 @@ from .proposers.sandbox import holdout_files
 CACHE_VARS = ("PYTHONPYCACHEPREFIX", "CCACHE_DIR", "SCCACHE_DIR")
 # proposers whose candidates are code nobody reviewed before it runs
 UNTRUSTED = ("llm", "agent")
+# the key of a candidate's meta (and the journal's) marking a run without a sandbox
+UNCONFINED = "unconfined"
 
 
 def git_folder(root: Path) -> Path | None:

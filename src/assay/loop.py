@@ -41,6 +41,7 @@ from typing import Any
 from . import sessions
 from .calibration import CAL, Calibration
 from .config import Target
+from .contain import UNCONFINED
 from .decide import (
     Action,
     BlockEvidence,
@@ -327,6 +328,8 @@ class Loop:
     def submit_candidate(self, cand: Candidate) -> Experiment:
         """Validate and queue one candidate (the `tell`-side entry for outside proposers)."""
         cand = self.link_hypothesis(cand)
+        if self.session.unconfined:  # shown on the experiment by `show`, status, the report
+            cand = dataclasses.replace(cand, meta={**cand.meta, UNCONFINED: True})
         reason = self._reject_reason(cand)
         if reason:
             exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import keys
 from . import sandbox as sandboxing
 from .config import EnvSpec, LimitSpec
 from .errors import ExecutorError
@@ -114,7 +115,7 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
 def scrubbed_env(spec: EnvSpec, extra: Mapping[str, str] | None = None,
                  base: Mapping[str, str] | None = None) -> dict[str, str]:
     """Only the allowlisted variables of ``base`` (default: this process), then fixed values."""
-    src = os.environ if base is None else base
+    src = keys.environ() if base is None else base
     env = {k: v for k, v in src.items() if k in spec.allow}
     env.setdefault("PATH", os.defpath)
     env.update(spec.set)

@@ -16,8 +16,9 @@ What it protects against, for every process of the run:
   the other slots' trees), the user's checkout, the repository's git folder (objects,
   hooks, refs, config), the holdout files; the tree's own ``.git`` file is read-only, so
   the tree cannot be pointed at another git folder;
-- a shared ``/tmp`` or ``$HOME``: both are fresh, empty and private to the run (what the
-  command needs from under them, the interpreter's prefix and the tree, is shown again);
+- a shared ``/tmp`` or ``$HOME``: each is a fresh folder private to the run, where what
+  was there before is shown again read-only; a file the run creates there vanishes with
+  it, and nothing there can be changed for the other side;
 - seeing or signalling other processes: a fresh PID namespace, ``/proc`` shows only the
   run's own processes (never assay's, whose environment holds no key anyway);
 - the network, unless the spec allows it (``[limits] network = true``): only a loopback
@@ -137,6 +138,15 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def _entries(folder: Path) -> list[Path]:
+    """The files and folders directly in ``folder`` (links and sockets left out)."""
+    try:
+        found = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in found if not p.is_symlink() and (p.is_dir() or p.is_file())]
+
+
 def _mounts(spec: Spec) -> list[list[str]]:
     """The mounts after the read-only root, parents before what they hold."""
     covers = [Path("/tmp")]
@@ -146,20 +156,22 @@ def _mounts(spec: Spec) -> list[list[str]]:
     ops: list[tuple[int, int, list[str]]] = []  # (depth, order among equals, bwrap args)
     for p in covers:
         ops.append((len(p.parts), 0, ["--tmpfs", str(p)]))
+        for entry in _entries(p):  # what was there stays, read-only; new files are private
+            ops.append((len(entry.parts), 1, ["--ro-bind-try", str(entry), str(entry)]))
     for p in spec.hidden:
         if p.is_symlink() or not p.exists():
             continue
-        ops.append((len(p.parts), 1, ["--tmpfs", str(p)] if p.is_dir()
+        ops.append((len(p.parts), 2, ["--tmpfs", str(p)] if p.is_dir()
                     else ["--ro-bind", "/dev/null", str(p)]))
     shadowed = [*covers, *spec.hidden]
     for p in spec.readable:
         if any(_inside(p, c) and p != c for c in shadowed):
-            ops.append((len(p.parts), 2, ["--ro-bind", str(p), str(p)]))
+            ops.append((len(p.parts), 3, ["--ro-bind", str(p), str(p)]))
     for p in (spec.tree, *spec.writable):
-        ops.append((len(p.parts), 3, ["--bind", str(p), str(p)]))
+        ops.append((len(p.parts), 4, ["--bind", str(p), str(p)]))
     for p in spec.protected:
         if p.exists() and not p.is_symlink():
-            ops.append((len(p.parts), 4, ["--ro-bind", str(p), str(p)]))
+            ops.append((len(p.parts), 5, ["--ro-bind", str(p), str(p)]))
     ops.sort(key=lambda o: (o[0], o[1]))
     return [o[2] for o in ops]
 

@@ -35,6 +35,7 @@ class SessionOptions:
     name: str = ""
     from_head: bool = False
     retry: bool = False
+    unconfined: bool = False  # the trees' commands run without a sandbox (see contain.gate)
 
 
 def sessions(journal: Journal) -> list[dict[str, Any]]:

@@ -119,7 +119,9 @@ app.write_text(app.read_text() + "\n# touched\n")
 '''
 
 
-def test_agent_cannot_read_the_holdout_or_the_journal(tmp_path: Path) -> None:
+def test_agent_cannot_read_the_holdout_or_the_journal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     root = tmp_path / "repo"
     seen = tmp_path / "seen.txt"
     cmd = f"{script(tmp_path, SPY_AGENT)} {root} {seen}"
@@ -155,6 +157,7 @@ def test_agent_cannot_read_the_holdout_or_the_journal(tmp_path: Path) -> None:
 
 def test_without_a_mount_namespace_the_checkout_still_lacks_the_holdout(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     # A machine that forbids unprivileged namespaces: the agent still works in a private
     # repository outside the target, with no holdout file and no link back to the journal.
     import assay.proposers.agent as agent_mod
@@ -212,7 +215,9 @@ def _marked(mark: str) -> list[int]:
     return out
 
 
-def test_hanging_agent_is_killed_with_its_whole_group(tmp_path: Path) -> None:
+def test_hanging_agent_is_killed_with_its_whole_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     pids = tmp_path / "pids"
     mark = os.urandom(8).hex()
     hang = tmp_path / "hang.sh"
@@ -281,7 +286,9 @@ print("HYPOTHESIS: spacing")
     assert cand.hypothesis == "spacing"
 
 
-def test_environment_holds_only_what_the_config_allows(tmp_path: Path) -> None:
+def test_environment_holds_only_what_the_config_allows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     dump = tmp_path / "env.json"
     body = ("import json, os, pathlib\n"
             f"pathlib.Path({str(dump)!r}).write_text(json.dumps(dict(os.environ)))\n"
@@ -328,7 +335,9 @@ def test_committed_changes_are_part_of_the_diff(tmp_path: Path) -> None:
     assert applies(target.root, cand.patch)
 
 
-def test_duplicate_reruns_once_with_a_note_then_rejects(tmp_path: Path) -> None:
+def test_duplicate_reruns_once_with_a_note_then_rejects(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     briefs = tmp_path / "briefs"
     briefs.mkdir()
     body = ("import pathlib, uuid\n"
@@ -357,7 +366,9 @@ def test_wave_runs_agents_in_parallel_and_flags_in_wave_duplicates(tmp_path: Pat
     assert reasons[0] == "None" and reasons[1].startswith("duplicate")
 
 
-def test_placeholders_are_shell_quoted(tmp_path: Path) -> None:
+def test_placeholders_are_shell_quoted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # its record is written outside the checkout
     out = tmp_path / "argv.json"
     body = ("import json, sys, pathlib\n"
             f"pathlib.Path({str(out)!r}).write_text(json.dumps(sys.argv[1:]))\n"

@@ -182,6 +182,7 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "cost_usd": _meta_number(meta, "cost_usd"),
         "gpu_hours": cost.get("gpu_hours", 0.0), "run_hours": cost.get("run_hours", 0.0),
         "cpu_seconds": cost.get("cpu_seconds", 0.0),
+        "unconfined": bool(meta.get("unconfined")),  # its commands ran without a sandbox
     }
 
 

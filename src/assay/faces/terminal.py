@@ -145,7 +145,8 @@ def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
             "effect": d.effect if d else None, "lo": d.lo if d else None,
             "hi": d.hi if d else None, "runs": runs,
             "seconds": round(max(0.0, exp.updated_at - exp.created_at), 3),
-            "commit": exp.commit, "reason": exp.note or (d.reason if d else "")}
+            "commit": exp.commit, "reason": exp.note or (d.reason if d else ""),
+            "unconfined": bool(exp.candidate.meta.get("unconfined"))}
 
 
 def experiment_line(rec: dict[str, Any]) -> str:
@@ -162,6 +163,8 @@ def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:
     text = str(rec["hypothesis"]).replace("\n", " ")
     if rec.get("remeasured"):  # its first pairs were against an incumbent since replaced
         text = "(re-measured after a keep) " + text
+    if rec.get("unconfined"):  # its commands ran without a sandbox
+        text = "(unconfined) " + text
     if verdict in ("invalid", "crashed") and rec["reason"]:
         text += f" ({str(rec['reason']).splitlines()[0][:120]})"
     return head, text
@@ -378,6 +381,8 @@ def log_line(row: dict[str, Any]) -> str:
     proposer = str(row["proposer"])
     if not hyp.startswith(proposer):
         hyp = f"{proposer}: {hyp}"
+    if (row.get("meta") or {}).get("unconfined"):
+        hyp = f"(unconfined) {hyp}"
     return (f"{row['id']} {row['state']:<9} {pct(d.get('effect')):>8} "
             f"{interval(d.get('lo'), d.get('hi')):<20} {runs!s:>4} {setup_txt:>7} s  {hyp}")
 

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import contain, process
+from .. import contain, keys, process
 from ..config import Section, Target
 from ..errors import ReviewError
 from ..workspace import git
@@ -284,15 +284,15 @@ class AgentReviewer(Reviewer):
         self.env_names = tuple(env_names)
 
     def review(self, request: Request) -> list[Finding]:
-        import os
 
         tree = Path(request.worktree)
         brief = tree / REVIEW_NAME
         brief.write_text(request.prompt())
         logs = self.target.state_dir / "finalize" / "review" / request.group
         logs.mkdir(parents=True, exist_ok=True)
-        env = process.scrubbed_env(self.target.env, {k: os.environ[k] for k in self.env_names
-                                                     if k in os.environ})
+        src = keys.environ()
+        env = process.scrubbed_env(self.target.env, {k: src[k] for k in self.env_names
+                                                     if k in src})
         try:
             r = process.run(self.command, cwd=tree, env=env, timeout_s=self.timeout_s,
                             stdout_path=logs / "agent.out", stderr_path=logs / "agent.err",

@@ -56,7 +56,6 @@ the configuration is wrong (``ConfigError``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -68,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import keys
 from ..config import Target, glob_match
 from ..contain import spec_for
 from ..errors import ProposerError
@@ -297,7 +297,7 @@ class AgentProposer(Proposer):
         return hidden_paths(self.target, tree), None, "private checkout, mount namespace"
 
     def _env(self) -> dict[str, str]:
-        src = os.environ if self._environ is None else self._environ
+        src = keys.environ() if self._environ is None else self._environ
         extra = {k: src[k] for k in self.env_names if k in src}
         return scrubbed_env(self.target.env, extra, base=src)
 

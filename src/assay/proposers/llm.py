@@ -57,11 +57,11 @@ HTTP errors that are not retried (401, 403, 404, 400 ...) and retries exhausted 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import keys
 from ..config import Target
 from ..errors import ProposerError
 from ..model import Candidate
@@ -122,7 +122,7 @@ class LLMProposer(Proposer):
     def from_target(cls, target: Target, *, sleep: Callable[[float], None] = time.sleep,
                     environ: Mapping[str, str] | None = None) -> LLMProposer:
         """Read and validate ``[proposer.llm]``; the API key comes from the environment."""
-        env = os.environ if environ is None else environ
+        env = keys.environ() if environ is None else environ
         sec = target.section("proposer.llm")
         provider = sec.choice("provider", PROVIDERS)
         model = sec.get("model", str, valid="the model name the endpoint serves")

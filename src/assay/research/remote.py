@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import urllib.error
 import urllib.parse
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import keys
 from ..errors import AssayError
 from ..retry import backoff_delay, retry_after
 
@@ -203,7 +203,7 @@ class GithubClient:
                  min_interval_s: float = 6.0, token: str | None = None, **kw: Any) -> None:
         self.base_url = base_url.rstrip("/")
         headers = {"Accept": "application/vnd.github+json"}
-        token = token if token is not None else os.environ.get("GITHUB_TOKEN", "")
+        token = token if token is not None else keys.get("GITHUB_TOKEN") or ""
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.http = HttpClient("GitHub", cache_dir, min_interval_s=min_interval_s,

@@ -296,7 +296,7 @@
         el("td", null, badge(r.state)),
         el("td", { text: r.proposer }),
         el("td", { text: r.source_kind }),
-        el("td", { cls: "hyp", text: hypText(r.hypothesis, r.params) }),
+        el("td", { cls: "hyp", text: (r.unconfined ? "(unconfined) " : "") + hypText(r.hypothesis, r.params) }),
         el("td", { cls: "num", text: metric(r.value) }),
         el("td", { cls: "num", text: pct(r.effect) }),
         el("td", { cls: "num", text: interval(r.lo, r.hi) }),
