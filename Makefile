@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck clean browser
+.PHONY: demo test lint typecheck clean browser sandbox
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,7 +28,13 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) browser
+# the sandbox every benchmark, build and agent runs in (see the README)
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  echo "installing Debian's bubblewrap for the sandbox"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+
+test: $(STAMP) browser sandbox
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
