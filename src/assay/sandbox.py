@@ -16,9 +16,9 @@ What it protects against, for every process of the run:
   the other slots' trees), the user's checkout, the repository's git folder (objects,
   hooks, refs, config), the holdout files; the tree's own ``.git`` file is read-only, so
   the tree cannot be pointed at another git folder;
-- a shared ``/tmp`` or ``$HOME``: each is a fresh folder private to the run, where what
-  was there before is shown again read-only; a file the run creates there vanishes with
-  it, and nothing there can be changed for the other side;
+- a shared ``/tmp`` or ``$HOME``: each is a fresh, empty folder private to the run (the
+  interpreter's prefix, the tree and the paths the command line names are shown again,
+  read-only but the tree); what the run writes there vanishes with it;
 - seeing or signalling other processes: a fresh PID namespace, ``/proc`` shows only the
   run's own processes (never assay's, whose environment holds no key anyway);
 - the network, unless the spec allows it (``[limits] network = true``): only a loopback
@@ -44,6 +44,7 @@ the ``--unconfined`` path use it).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -138,16 +139,23 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _entries(folder: Path) -> list[Path]:
-    """The files and folders directly in ``folder`` (links and sockets left out)."""
+def named_paths(cmd: str) -> tuple[Path, ...]:
+    """The existing absolute paths a command line names (a script, a data file)."""
     try:
-        found = sorted(folder.iterdir())
-    except OSError:
-        return []
-    return [p for p in found if not p.is_symlink() and (p.is_dir() or p.is_file())]
+        words = shlex.split(cmd)
+    except ValueError:
+        words = cmd.split()
+    out: list[Path] = []
+    for word in words:
+        for part in word.split("=")[-1:]:
+            if part.startswith("/") and ".." not in part:
+                p = Path(part)
+                if p.exists() and not p.is_symlink():
+                    out.append(p)
+    return tuple(dict.fromkeys(out))
 
 
-def _mounts(spec: Spec) -> list[list[str]]:
+def _mounts(spec: Spec, named: Sequence[Path] = ()) -> list[list[str]]:
     """The mounts after the read-only root, parents before what they hold."""
     covers = [Path("/tmp")]
     home = Path(spec.home) if spec.home else None
@@ -156,8 +164,10 @@ def _mounts(spec: Spec) -> list[list[str]]:
     ops: list[tuple[int, int, list[str]]] = []  # (depth, order among equals, bwrap args)
     for p in covers:
         ops.append((len(p.parts), 0, ["--tmpfs", str(p)]))
-        for entry in _entries(p):  # what was there stays, read-only; new files are private
-            ops.append((len(entry.parts), 1, ["--ro-bind-try", str(entry), str(entry)]))
+    for p in named:  # what the command names there stays, read-only
+        if any(_inside(p, c) and p != c for c in covers) \
+                and not any(_inside(p, h) for h in spec.hidden):
+            ops.append((len(p.parts), 1, ["--ro-bind-try", str(p), str(p)]))
     for p in spec.hidden:
         if p.is_symlink() or not p.exists():
             continue
@@ -184,7 +194,7 @@ def argv(spec: Spec, cmd: str, exe: str = "bwrap") -> list[str]:
         out.append("--unshare-net")
     out += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev",
             "--tmpfs", "/dev/shm", "--proc", "/proc"]
-    for mount in _mounts(spec):
+    for mount in _mounts(spec, named_paths(cmd)):
         out += mount
     out += ["--chdir", str(spec.tree), "--", "bash", "-c", cmd]
     return out
