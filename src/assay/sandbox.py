@@ -168,16 +168,20 @@ def _mounts(spec: Spec, named: Sequence[Path] = ()) -> list[list[str]]:
         if any(_inside(p, c) and p != c for c in covers) \
                 and not any(_inside(p, h) for h in spec.hidden):
             ops.append((len(p.parts), 1, ["--ro-bind-try", str(p), str(p)]))
+    binds = (spec.tree, *spec.writable)
     for p in spec.hidden:
         if p.is_symlink() or not p.exists():
             continue
+        if any(_inside(p, h) and p != h for h in spec.hidden) \
+                and not any(_inside(p, b) for b in binds):
+            continue  # a hidden folder above covers it already
         ops.append((len(p.parts), 2, ["--tmpfs", str(p)] if p.is_dir()
                     else ["--ro-bind", "/dev/null", str(p)]))
     shadowed = [*covers, *spec.hidden]
     for p in spec.readable:
         if any(_inside(p, c) and p != c for c in shadowed):
             ops.append((len(p.parts), 3, ["--ro-bind", str(p), str(p)]))
-    for p in (spec.tree, *spec.writable):
+    for p in binds:
         ops.append((len(p.parts), 4, ["--bind", str(p), str(p)]))
     for p in spec.protected:
         if p.exists() and not p.is_symlink():
