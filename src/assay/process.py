@@ -16,11 +16,11 @@ while holding the
 run lock: every process still carrying a recorded token is killed, so nothing a dead run
 started keeps running (or keeps loading the machine) after a restart.
 
-What it does NOT protect against: a process that escapes its group with ``setsid`` and
-double-forks while the orchestrator is alive (it outlives the kill until the next
-:func:`reap`), one that also scrubs its environment, reads of files outside the worktree
-(other than the ``hide`` paths), or filesystem writes outside it. Treat the benchmark as
-semi-trusted code you chose to run.
+What it does NOT protect against, without a ``sandbox`` (:mod:`assay.sandbox`, which
+covers these): a process that escapes its group with ``setsid`` and double-forks while the
+orchestrator is alive (it outlives the kill until the next :func:`reap`), one that also
+scrubs its environment, reads of files outside the worktree (other than the ``hide``
+paths), or filesystem writes outside it.
 """
 
 from __future__ import annotations

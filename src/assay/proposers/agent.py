@@ -30,10 +30,12 @@ brief), ``{brief_name}`` (its name relative to the worktree), ``{brief}`` (its t
 
 One run: a private checkout of the incumbent in the system's temporary folder, outside the
 target and its ``.assay`` (a fresh repository with no link back, the holdout files left out;
-see :mod:`assay.proposers.sandbox`), the brief written to ``.assay-brief.md`` in it; where
-the machine allows a mount namespace, the target's folder (journal and logs included) is
-hidden from the agent's processes and ``/proc`` shows only theirs (``meta["isolation"]``
-says which applied); the command run in its own process group with a scrubbed
+see :mod:`assay.proposers.sandbox`), the brief written to ``.assay-brief.md`` in it; the
+agent runs in the sandbox (:mod:`assay.sandbox`): the checkout writable, the rest of the
+file system read-only, the target's folder (your checkout, its git folder, the journal and
+logs) hidden, ``/proc`` showing only its processes, the network reachable; where no sandbox
+works, a mount namespace hides the target's folder if the machine allows one
+(``meta["isolation"]`` says which applied); the command run in its own process group with a scrubbed
 environment (``[env] allow`` and ``set``, plus the names in ``env``), killed as a group at
 ``timeout_s``; then the brief, the hypothesis file and the ``ignore`` globs are removed,
 untracked files are marked with ``git add --intent-to-add`` and the candidate is the
