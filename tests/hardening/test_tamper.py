@@ -142,6 +142,7 @@ SECRETS = {"OPENAI_API_KEY": "sk-secret", "ANTHROPIC_API_KEY": "sk-ant-secret",
 
 def test_benchmark_environment_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                            ) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # the dump is written outside the tree
     dump = tmp_path / "env.json"
     hook_dump = tmp_path / "hook-env.json"
     py = f"import json, os; json.dump(dict(os.environ), open({str(dump)!r}, 'w'))"
@@ -184,7 +185,8 @@ def test_cpu_limit(tmp_path: Path) -> None:
     assert e["state"] == "crashed", e  # killed by SIGXCPU long before the 30 s timeout
 
 
-def test_no_network(tmp_path: Path) -> None:
+def test_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # `unshare -rn`; the dump is outside the tree
     ok, why = process.network_isolation_available()
     if not ok:
         pytest.skip(why)
