@@ -16,6 +16,7 @@ the user passed ``--unconfined``, and ``queue`` and ``sweep`` runs get one warni
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -35,8 +36,9 @@ UNTRUSTED = ("llm", "agent")
 UNCONFINED = "unconfined"
 
 
+@functools.cache
 def git_folder(root: Path) -> Path | None:
-    """The repository's (common) git folder, resolved."""
+    """The repository's (common) git folder, resolved (asked once per root)."""
     try:
         r = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=root,
                            capture_output=True, text=True, timeout=30, check=False)
