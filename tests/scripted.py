@@ -12,7 +12,8 @@ returns the next factor of the sequence. The sequence's counter lives in the tar
 to a GPU (``CUDA_VISIBLE_DEVICES``) has a sequence of its own, so what each GPU's slot
 measures does not depend on how blocks happen to interleave between them. A sandboxed run
 sees no ``.assay`` (its writes there vanish with the run): it seeds the jitter with its
-run's token (``ASSAY_PROC_TOKEN``) instead, still bounded by :data:`JITTER`.
+run's id (``ASSAY_RUN_ID``, the same in every repeat of a test), else its process token,
+still bounded by :data:`JITTER`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,6 @@ def draw():
         n = len(fh.read())
         fh.write(".")
     if n == 0 and os.environ.get("ASSAY_PROC_TOKEN"):  # a sandbox: .assay is not shared
-        n = os.environ["ASSAY_PROC_TOKEN"]
+        n = os.environ.get("ASSAY_RUN_ID") or os.environ["ASSAY_PROC_TOKEN"]
     return 1.0 + random.Random(n).uniform(-{JITTER}, {JITTER})
 '''

@@ -451,7 +451,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             ref = trees.watch_ref if trees.watch_key == a_key and role is Role.CANDIDATE \
                 else None
             watcher = Watcher(target.metric.watch, ref)
-        r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
+        r = process.run(target.bench.cmd, cwd=cwd, env={**env, "ASSAY_RUN_ID": run_id},
+                        timeout_s=target.bench.timeout_s,
                         stdout_path=logs / f"r{i + 1}-{role_ch}.out",
                         stderr_path=logs / f"r{i + 1}-{role_ch}.err",
                         limits=target.limits, cancel=cancel, watch=watcher,
