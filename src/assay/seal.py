@@ -92,21 +92,24 @@ def read_key(path: Path) -> bytes | None:
 
 
 def new_key(path: Path) -> bytes:
-    """Create the key file of the journal at ``path`` (mode 0600 from its first byte), or
-    read the one a concurrent opener created first."""
+    """Create the key file of the journal at ``path`` (mode 0600 from its first byte, whole
+    when it appears: written aside, then linked into place), or read the one a concurrent
+    opener created first."""
     key = secrets.token_bytes(KEY_BYTES)
+    aside = Path(f"{key_path(path)}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(key_path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key.hex() + "\n")
+        os.link(aside, key_path(path))
     except FileExistsError:
-        for _ in range(50):  # the other opener writes it right after creating it
-            found = read_key(path) if key_path(path).stat().st_size else None
-            if found is not None:
-                return found
-            time.sleep(0.01)
-        raise JournalError(f"{key_path(path)}: an empty seal key; remove it and open the "
-                           "journal again") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex() + "\n")
+        found = read_key(path)
+        if found is None:
+            raise JournalError(f"{key_path(path)}: the seal key vanished while the journal "
+                               "was opened; open it again") from None
+        return found
+    finally:
+        aside.unlink(missing_ok=True)
     return key
 
 

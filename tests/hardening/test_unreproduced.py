@@ -10,16 +10,22 @@ parent and finds it not reproduced.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from hardening_kit import ListProposer, Repo, git, make_repo
+from rich.console import Console
 
 import assay.api as api
+from assay import verify
 from assay.faces import report
+from assay.faces.terminal import RunPrinter
 from assay.finalize.run import finalize
+from assay.loop import Summary
+from assay.model import Direction, ExperimentState
 
 BENCH = """\
 import os
@@ -94,3 +100,23 @@ def test_finalize_says_it_first_and_never_speaks_of_a_measurement_it_did_not_mak
     assert "the keeps are not reproduced" in text
     assert "stands on its own" not in text and "Paired ABBA blocks" not in text, text
     assert "Not measured" in text and "measurement journals" not in text
+
+
+def test_the_run_summary_says_it_first(tmp_path: Path) -> None:
+    repo = kept_then_flat(tmp_path)
+    target = api.load(repo.root)
+    journal = api.open_journal(target, readonly=True)
+    try:
+        kept = journal.experiments([ExperimentState.KEPT])
+        checked = verify.current(journal)
+    finally:
+        journal.close()
+    assert checked is not None
+    buf = io.StringIO()
+    summary = Summary(baseline=1.0, best=2.0, kept=kept, finished=1, counts={"kept": 1},
+                      stopped="done", branch="assay/main", verified=checked.as_dict())
+    RunPrinter(Console(file=buf, width=300, color_system=None)).summary(
+        summary, "speed", "", Direction.MAXIMIZE)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+    assert lines[1].startswith("warning: the keeps are not reproduced"), lines
+    assert "e0001" in lines[1] and "assay verify --per-keep" in lines[1]
