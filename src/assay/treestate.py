@@ -10,8 +10,8 @@ and for whatever a sandbox misses.
 A tree's print (:func:`take`) is the ``lstat`` (mode, size, modification and change times,
 inode) of every file git lists in it (tracked, and untracked ones that are not ignored:
 ``git ls-files --cached --others --exclude-standard``), of every folder holding one (a file
-created or removed there moves the folder's times), and of every file of the tree's own
-bytecode folder. A write cannot set a file's change time back, so an edit shows even when
+created or removed there moves the folder's times), and of the tree's own bytecode folder,
+its subfolders and files. A write cannot set a file's change time back, so an edit shows even when
 the size and modification time are forged. Taking a print costs one ``git ls-files``;
 checking one again (:func:`again`) only the ``lstat`` calls.
 
@@ -60,7 +60,7 @@ class TreePrint:
 
     def path(self, rel: str) -> Path:
         if rel.startswith(BYTECODE) and self.bytecode is not None:
-            return self.bytecode / rel[len(BYTECODE):]
+            return self.bytecode / rel[len(BYTECODE):].rstrip("/")
         return self.root / rel
 
 
@@ -79,10 +79,14 @@ def take(root: Path, bytecode: Path | None = None) -> TreePrint:
             entries[f"{parent}/"] = _stat(root / parent)
             parent = os.path.dirname(parent)
     if bytecode is not None:
+        entries[BYTECODE] = _stat(bytecode)  # None until the tree's first import
         for dirpath, _dirs, files in os.walk(bytecode):
+            folder = Path(dirpath)
+            if folder != bytecode:
+                entries[f"{BYTECODE}{folder.relative_to(bytecode)}/"] = _stat(folder)
             for fn in files:
-                full = Path(dirpath) / fn
-                entries[BYTECODE + str(full.relative_to(bytecode))] = _stat(full)
+                entries[BYTECODE + str((folder / fn).relative_to(bytecode))] = \
+                    _stat(folder / fn)
     tracked = frozenset(n[2:] for n in listed if not n.startswith("? "))
     return TreePrint(root, bytecode, entries, tracked)
 
@@ -127,7 +131,10 @@ def watched_files(root: Path, protected: Callable[[str], bool]) -> list[Path]:
     names = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
                 check=False).split("\0")
     out = [root / n for n in names if n and (n == "assay.toml" or protected(n))]
-    common = Path(git(["rev-parse", "--git-common-dir"], root).strip())
+    common_dir = git(["rev-parse", "--git-common-dir"], root, check=False).strip()
+    if not common_dir:
+        return out
+    common = Path(common_dir)
     common = common if common.is_absolute() else root / common
     hooks = common / "hooks"
     out += [common / "config", hooks]

@@ -130,3 +130,19 @@ def test_hooks_of_the_users_repository_are_guarded(tmp_path: Path) -> None:
     assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
     assert "post-commit" in e["note"], e["note"]
     assert hook.exists()  # the user's own folder is reported, never rewritten behind them
+
+
+def test_bytecode_written_for_the_incumbent_is_tampering(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, counted=True)
+    one_slot(repo)
+    # bytecode beside the incumbent's: Python would load it instead of compiling work.py
+    e = run_one(repo, top_patch(
+        "import glob as _g, os as _o, sys as _s",
+        "for _d in _g.glob(_o.path.abspath('../*-a')):",
+        "    _p = _o.environ['PYTHONPYCACHEPREFIX'] + _o.path.realpath(_d)",
+        "    _o.makedirs(_p, exist_ok=True)",
+        "    open(_p + '/work.cpython-%d%d.pyc' % _s.version_info[:2], 'wb').write(b'x')"),
+        "plant bytecode")
+    assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
+    assert "pycache" in e["note"] and "work.cpython" in e["note"], e["note"]
+    incumbent_tree_is_clean(repo)
