@@ -8,12 +8,13 @@ the other tree in the first place; these checks are the second line, for runs wi
 and for whatever a sandbox misses.
 
 A tree's print (:func:`take`) is the ``lstat`` (mode, size, modification and change times,
-inode) of every file git lists in it (tracked, and untracked ones that are not ignored:
-``git ls-files --cached --others --exclude-standard``), of every folder holding one (a file
+inode) of every file git lists in it (tracked, untracked and ignored ones: ``git ls-files
+--cached --others [--ignored] --exclude-standard``), of every folder holding one (a file
 created or removed there moves the folder's times), and of the tree's own bytecode folder,
 its subfolders and files. A write cannot set a file's change time back, so an edit shows even when
-the size and modification time are forged. Taking a print costs one ``git ls-files``;
-checking one again (:func:`again`) only the ``lstat`` calls.
+the size and modification time are forged. Taking a print costs two ``git ls-files``;
+checking one again (:func:`again`) only the ``lstat`` calls, and a print is taken afresh
+only when checking it again found a change.
 
 :class:`Guard` holds a block's prints. After each step it checks what ran: a tree that ran
 nothing must be unchanged, and the incumbent's tree may only have changed outside its
@@ -64,13 +65,18 @@ class TreePrint:
         return self.root / rel
 
 
-def take(root: Path, bytecode: Path | None = None) -> TreePrint:
-    """The print of ``root`` now: one ``git ls-files``, then an ``lstat`` per entry."""
-    proc = subprocess.run(["git", "ls-files", "-z", "-t", "--cached", "--others",
-                           "--exclude-standard"], cwd=root, capture_output=True,
+def _ls(root: Path, *args: str) -> list[str]:
+    proc = subprocess.run(["git", "ls-files", "-z", *args], cwd=root, capture_output=True,
                           env={**os.environ, "LC_ALL": "C"})
-    listed = [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
-    names = [n[2:] for n in listed]  # "H name" (tracked) or "? name" (untracked)
+    return [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
+
+
+def take(root: Path, bytecode: Path | None = None) -> TreePrint:
+    """The print of ``root`` now: two ``git ls-files``, then an ``lstat`` per entry."""
+    listed = _ls(root, "-t", "--cached", "--others", "--exclude-standard")
+    # "H name" (tracked) or "? name" (untracked); then the ignored files (build outputs):
+    # the tree's own steps may change those, the other side's may not
+    names = [n[2:] for n in listed] + _ls(root, "--others", "--ignored", "--exclude-standard")
     entries: dict[str, Stat | None] = {"./": _stat(root), ".git": _stat(root / ".git")}
     for name in names:
         entries[name] = _stat(root / name)
@@ -191,6 +197,9 @@ class Guard:
                 found += [self.show(known.path(rel)) for rel in diff]
                 self.prints[tree] = now
                 continue
+            now = again(known)
+            if not changed(known, now):
+                continue  # nothing moved: no listing needed
             now = take(tree, self.bytecode(tree))
             if tree == self.incumbent and self.candidate is not None:
                 found += [self.show(known.path(rel)) for rel in changed(known, now)

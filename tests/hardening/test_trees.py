@@ -146,3 +146,33 @@ def test_bytecode_written_for_the_incumbent_is_tampering(tmp_path: Path) -> None
     assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
     assert "pycache" in e["note"] and "work.cpython" in e["note"], e["note"]
     incumbent_tree_is_clean(repo)
+
+
+BUILT_BENCH = """\
+import os
+import sys
+
+sys.path.insert(0, os.getcwd())
+import work
+
+ops = work.run(work.SIZE)
+factor = float(open("build/factor.txt").read())
+print(f"METRIC speed={1e9 / max(ops, 1) * factor:.6f}")
+"""
+
+
+def test_a_rewritten_build_output_of_the_incumbent_is_tampering(tmp_path: Path) -> None:
+    # build outputs are ignored by git, and the incumbent's benchmark reads them
+    repo = make_repo(tmp_path, counted=True, extra_commands=(
+        "build = \"mkdir -p build && echo 1.0 > build/factor.txt\""),
+        files={".gitignore": "build/\n"})
+    (repo.root / "bench.py").write_text(BUILT_BENCH)
+    one_slot(repo)
+    e = run_one(repo, top_patch(
+        "import glob as _g",
+        "for _p in _g.glob('../*-a/build/factor.txt'):",
+        "    open(_p, 'w').write('0.25')"), "slow down the incumbent's build")
+    assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
+    assert "build/factor.txt" in e["note"], e["note"]
+    built = repo.root / ".assay" / "worktrees" / "s0-a" / "build" / "factor.txt"
+    assert not built.exists() or built.read_text().strip() == "1.0"  # scrubbed or rebuilt
