@@ -190,6 +190,9 @@ class BlockResult:
     checks_runs: int = 0  # how many times this block ran the checks (0: already checked)
     checks_outcome: str = ""  # passed, flaky, failed, reused ('' when there are no checks)
     checks_detail: str = ""  # the failing tests' names, or the output's tail
+    # trees found changed since the slot's last block (by nothing of this block), scrubbed
+    # and restored before it: one sentence each, said by the loop
+    restored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

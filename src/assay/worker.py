@@ -347,10 +347,13 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     build_s = 0.0
     checks = ChecksOutcome("", 0)
 
+    restored: list[str] = []
+
     def fail(kind: str, msg: str, passed: bool | None = None) -> BlockResult:
         return BlockResult(block.block_id, block.experiment_id, slot.name, (), passed, msg, kind,
                            time.monotonic() - start, build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail)
+                           checks_outcome=checks.outcome, checks_detail=checks.detail,
+                           restored=tuple(restored))
 
     a_key = incumbent_key(inc)
     b_key = a_key
@@ -361,6 +364,15 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     guard = treestate.Guard(trees.a, trees.b if cand is not None else None, trees.user_files,
                              ws.bytecode_of, lambda p: _shown(target, p))
     guard.prints = trees.prints
+    for tree in (trees.a, trees.b) if cand is not None else (trees.a,):
+        known = trees.prints.get(tree)
+        if known is None:
+            continue
+        drift = treestate.changed(known, treestate.again(known))
+        if drift:  # _materialize scrubs and restores it
+            names = ", ".join(_shown(target, known.path(rel)) for rel in drift[:6])
+            restored.append(f"{names} changed on slot {slot.name} since its last block, by "
+                            "nothing that ran there; the tree is scrubbed and restored")
     try:
         warm_a, a_print = _materialize(ws, trees.a, a_key, trees.a_state, trees.a_print,
                                        inc.commit, "", inc.params, trees.prints.get(trees.a))
@@ -469,7 +481,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
                            checks_ok, error, kind, time.monotonic() - start,
                            warmups=tuple(warmups), build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail)
+                           checks_outcome=checks.outcome, checks_detail=checks.detail,
+                           restored=tuple(restored))
 
     metric_specs = (target.metric, *target.guards)
     runs: list[RunResult] = []
