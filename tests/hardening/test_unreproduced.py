@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hardening_kit import ListProposer, Repo, git, make_repo
 from rich.console import Console
 
@@ -23,6 +24,7 @@ import assay.api as api
 from assay import verify
 from assay.faces import report
 from assay.faces.terminal import RunPrinter
+from assay.finalize import command
 from assay.finalize.run import finalize
 from assay.loop import Summary
 from assay.model import Direction, ExperimentState
@@ -88,7 +90,7 @@ def test_an_unreproduced_keep_is_flagged_first_and_measured_per_keep(tmp_path: P
 
 
 def test_finalize_says_it_first_and_never_speaks_of_a_measurement_it_did_not_make(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = kept_then_flat(tmp_path)
     lines: list[str] = []
     res = finalize(repo.root, measure_groups=False, report=lines.append)
@@ -100,6 +102,13 @@ def test_finalize_says_it_first_and_never_speaks_of_a_measurement_it_did_not_mak
     assert "the keeps are not reproduced" in text
     assert "stands on its own" not in text and "Paired ABBA blocks" not in text, text
     assert "Not measured" in text and "measurement journals" not in text
+    assert "stands on its own" not in changes and "| not measured |" in changes, changes
+    buf = io.StringIO()
+    monkeypatch.setattr(command, "console", Console(file=buf, width=300, color_system=None))
+    command.print_result(res)
+    shown = buf.getvalue()
+    assert "not measured (--no-measure)" in shown, shown
+    assert "each group on its own" not in shown and "stands on its own" not in shown, shown
 
 
 def test_the_run_summary_says_it_first(tmp_path: Path) -> None:

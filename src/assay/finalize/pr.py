@@ -47,6 +47,8 @@ class Outcome:
         if self.review.blocked:
             ids = ", ".join(f.id for f in self.review.blocking)
             return f"blocked by review ({ids})"
+        if self.alone is None and self.without is None:
+            return "not measured"  # `assay finalize --no-measure`
         return "; ".join(self.flags) if self.flags else "stands on its own"
 
 
