@@ -206,8 +206,15 @@ class Guard:
                           if is_source(known, rel)]
             self.prints[tree] = now
         now_user = _files_state(self.user_files)
-        found += [self.show(f) for f, st in now_user.items() if self.user.get(f) != st]
-        self.user = now_user
+        for f, st in now_user.items():
+            if self.user.get(f) == st:
+                continue
+            if self.user.get(f) is None and f.parent.name == "hooks" and f.is_file():
+                f.unlink()  # a hook planted during the block: git must never run it
+                found.append(f"{self.show(f)} (a new hook, removed)")
+            else:
+                found.append(self.show(f))
+        self.user = _files_state(self.user_files)
         if not found or self.candidate is None:
             return ""
         names = ", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")

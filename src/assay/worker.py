@@ -328,6 +328,29 @@ def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
     return values if status is RunStatus.OK else {}
 
 
+def sweep(ws: Workspace, trees: SlotTrees) -> None:
+    """Undo what changed in an idle slot's trees since its last block left them (a
+    candidate of another slot that wrote there, caught and blamed by its own slot): each
+    changed tree is scrubbed and checked out again, and built anew by its next block."""
+    for tree in (trees.a, trees.b):
+        known = trees.prints.get(tree)
+        if known is None:  # no block left a print: bytecode there was never checked
+            ws.forget_bytecode(tree)
+            for folder in tree.rglob("__pycache__"):
+                shutil.rmtree(folder, ignore_errors=True)
+            continue
+        if treestate.unchanged(known):
+            continue
+        treestate.scrub(tree)
+        ws.forget_bytecode(tree)
+        ws.reset(tree, ws.checked_out(tree))
+        trees.prints.pop(tree, None)
+        if tree == trees.a:
+            trees.a_state = trees.a_print = ""
+        else:
+            trees.b_state = trees.b_print = ""
+
+
 def _shown(target: Target, path: Path) -> str:
     """A path as a reason names it: relative to the target's root when inside it."""
     try:

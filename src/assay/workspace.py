@@ -43,8 +43,10 @@ def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
     full_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
     if env:
         full_env.update(env)
-    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True,
-                          env=full_env)
+    # assay's own git commands run no hook: a hook a candidate planted in the repository
+    # (post-checkout, reference-transaction) would run outside any sandbox
+    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd,
+                          input=input, capture_output=True, text=True, env=full_env)
     if check and proc.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {cwd}: "
                              f"{(proc.stderr or proc.stdout).strip()}")
@@ -401,6 +403,10 @@ class Workspace:
         git(["checkout", "-q", "--force", "--detach", commit], path)
         keep = [arg for d in BUILD_DIRS for arg in ("-e", d)]
         git(["clean", "-fdq", *keep], path)
+
+    def checked_out(self, path: Path) -> str:
+        """The commit ``path`` has checked out."""
+        return git(["rev-parse", "HEAD"], path).strip()
 
     def fingerprint(self, path: Path) -> str:
         """What ``path`` holds: its HEAD plus its tracked and staged changes (a digest).

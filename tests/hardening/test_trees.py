@@ -128,8 +128,8 @@ def test_hooks_of_the_users_repository_are_guarded(tmp_path: Path) -> None:
         " 'post-commit')",
         "open(_h, 'w').write('#!/bin/sh\\necho owned\\n')"), "plant a hook")
     assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
-    assert "post-commit" in e["note"], e["note"]
-    assert hook.exists()  # the user's own folder is reported, never rewritten behind them
+    assert "post-commit (a new hook, removed)" in e["note"], e["note"]
+    assert not hook.exists()  # a hook planted during the block never runs
 
 
 def test_bytecode_written_for_the_incumbent_is_tampering(tmp_path: Path) -> None:
