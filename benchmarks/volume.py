@@ -272,7 +272,8 @@ def dashboard_update(root: Path, writes: int = 20) -> tuple[float, float, int]:
         live = work / "repo"
         make_repo(live)
         (live / ".assay").mkdir()
-        shutil.copy2(root / ".assay" / "journal.sqlite", live / ".assay" / "journal.sqlite")
+        for name in ("journal.sqlite", "journal.sqlite-key"):  # the seal key goes with it
+            shutil.copy2(root / ".assay" / name, live / ".assay" / name)
         target = api.load(live)
         server = serve.make_server(target, port=0)
         port = server.server_address[1]
@@ -342,7 +343,8 @@ def loop_overhead(root: Path | None, experiments: int) -> float:
         before = 0
         if root is not None:
             (live / ".assay").mkdir()
-            shutil.copy2(root / ".assay" / "journal.sqlite", live / ".assay" / "journal.sqlite")
+            for name in ("journal.sqlite", "journal.sqlite-key"):  # the key goes with it
+                shutil.copy2(root / ".assay" / name, live / ".assay" / name)
             j = Journal.open(live / ".assay" / "journal.sqlite")
             before = j.count_experiments()
             j.set_incumbent(Incumbent(head(live), {"X": 1}))  # this copy's own commit

@@ -170,7 +170,9 @@ def test_block_noise_lives_on_its_block_and_an_older_journal_moves_it_there(
     j.close()
     # The same file as migration 0007 left it: no column, the noise in meta.
     con = sqlite3.connect(path, isolation_level=None)
-    seal.install(con)
+    key = seal.read_key(path)
+    assert key is not None
+    seal.install(con, key)
     con.execute("ALTER TABLE blocks DROP COLUMN noise")
     con.execute("DELETE FROM migrations WHERE name = '0008_block_noise'")
     con.execute("INSERT INTO meta (key, value) VALUES ('block_noise', ?)",
@@ -260,7 +262,8 @@ def test_a_journal_of_the_first_schema_is_migrated_to_slot_names(tmp_path: Path)
     assert block.state is BlockState.DONE and block.slot == "s1"
     assert block.incumbent == Incumbent("c0ffee", {"SIZE": 32})
     assert [h.key for h in j.hooks()] == ["on_experiment:e0001"]
-    assert [e.kind for e in j.events()] == ["start"]
+    # the journal sealed with a new key, which the events say
+    assert [e.kind for e in j.events()] == ["start", "journal"]
     # New writes use the new names.
     j.set_slot("s2", "localhost", (), 0.01)
     assert [s.name for s in j.slots()] == ["s1", "s2"]
@@ -344,6 +347,7 @@ def test_the_cli_reports_a_tampered_journal_in_one_line(tmp_path: Path) -> None:
     state.mkdir()
     path = _filled(state)
     path.rename(state / "journal.sqlite")
+    Path(f"{path}-key").rename(state / "journal.sqlite-key")  # the key goes with it
     journal = state / "journal.sqlite"
     _other_client(journal, "DROP TRIGGER seal_runs_update",
                   "UPDATE runs SET metrics = '{}'")

@@ -254,10 +254,12 @@ def _pct(v: float | None) -> str:
 
 
 def verify(root: str | Path = ".", config: str | None = None,
-           report: Any = None) -> dict[str, Any]:
+           report: Any = None, per_keep: bool = False) -> dict[str, Any]:
     """Measure the journal's final best against its baseline in ABBA blocks (the run's
     decision rule and calibration), store the result in the journal and return it with
-    the kept effects compounded (``assay verify``). Holds the run lock meanwhile."""
+    the kept effects compounded (``assay verify``). With ``per_keep``, measure instead each
+    kept change alone against its parent (``assay verify --per-keep``): ``{"per_keep":
+    [...]}``. Holds the run lock meanwhile."""
     from . import verify as verify_mod
 
     target = load(root, config)
@@ -269,6 +271,13 @@ def verify(root: str | Path = ".", config: str | None = None,
     try:
         journal = open_journal(target)
         try:
+            if per_keep:
+                checks = verify_mod.per_keep(target, journal, report or (lambda m: None))
+                journal.event("verify", "each keep alone against its parent: " + "; ".join(
+                    c.words() for c in checks))
+                return {"per_keep": [c.as_dict() for c in checks],
+                        "metric": target.metric.name, "unit": target.metric.unit,
+                        "direction": target.metric.direction.value}
             v = verify_mod.verify(target, journal, report or (lambda m: None))
             journal.event("verify", f"verified: the final best against the baseline: {v.state}, "
                                     f"effect {_pct(v.effect)} [{_pct(v.lo)}, {_pct(v.hi)}] "
@@ -310,6 +319,8 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                 for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
             "verification": _verification(journal, kept),
+            "unreproduced": _unreproduced(journal, kept),
+            "per_keep": journal.get_meta("per_keep") or [],
             # measured, not decided (a provisional keep waiting for its confirmation, say)
             "open": [experiment_dict(journal, e) for e in journal.experiments(
                 [ExperimentState.QUEUED, ExperimentState.RUNNING, ExperimentState.MEASURED],
@@ -333,6 +344,15 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
     return {"measured": v.as_dict() if v else None,
             "current": verify_mod.current(journal) is not None,
             "compounded": comp, "kept": sum(1 for e in effects if e is not None)}
+
+
+def _unreproduced(journal: Journal, kept: Sequence[Experiment]) -> str:
+    """The warning said first when the verification of the present final best does not
+    reproduce the keeps ('' when it does, or there is none)."""
+    from . import verify as verify_mod
+
+    v = verify_mod.current(journal)
+    return verify_mod.unreproduced(v.as_dict() if v else None, [e.id for e in kept])
 
 
 def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:

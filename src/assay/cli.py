@@ -146,6 +146,8 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
         typer.echo(dumps(st, indent=2))
         return
     inc = st["incumbent"] or {}
+    if st.get("unreproduced"):
+        console.print(f"[bold red]warning:[/] {escape(st['unreproduced'])}", highlight=False)
     if st.get("unconfined"):
         console.print("[bold yellow]unconfined:[/] experiments of this journal ran without a "
                       "sandbox (marked `(unconfined)` in `assay log`)")
@@ -189,18 +191,25 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
 
 
 @app.command()
-def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON) -> None:
+def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
+           per_keep: bool = typer.Option(False, "--per-keep", help="Measure each kept change "
+                                         "alone against its parent instead.")) -> None:
     """Measure the final best against the baseline (ABBA blocks, the run's decision rule):
     the run's total improvement with its interval, stored in the journal."""
     from .faces.terminal import paired_words
 
     try:
         v = api.verify(root, config, report=None if as_json else
-                       lambda m: console.print(escape(m), highlight=False))
+                       lambda m: console.print(escape(m), highlight=False), per_keep=per_keep)
     except AssayError as exc:
         _fail(exc)
     if as_json:
         typer.echo(dumps(v, indent=2))
+        return
+    if per_keep:
+        gone = [k["id"] for k in v["per_keep"] if not k["reproduced"]]
+        console.print(f"not reproduced alone: {', '.join(gone)}" if gone else
+                      "every keep is reproduced alone against its parent", highlight=False)
         return
     console.print(f"[bold]improvement (paired, baseline {v['base'][:12]} vs final best "
                   f"{v['final'][:12]}):[/] "

@@ -57,7 +57,7 @@ class BlockEvidence:
     slot: str = ""
     runs: tuple[RunResult, ...] = ()
     error: str = ""
-    error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'executor'
+    error_kind: str = ""  # 'patch', 'build', 'checks', 'harness_changed', 'tampered', 'executor'
     platform: str = ""  # with [[platforms]]: the platform it ran on
 
 

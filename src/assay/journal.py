@@ -15,6 +15,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -49,6 +50,8 @@ from .model import (
 )
 
 JOURNAL_NAME = "journal.sqlite"
+KEYED = "0009_keyed_seals"
+SEALED = "0004_withheld_and_seals"
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("0001_initial", """
@@ -155,6 +158,9 @@ MIGRATIONS.append(("0008_block_noise", """
     DELETE FROM meta WHERE key = 'block_noise'
     """))
 
+# Seals keyed with the journal's own secret (seal.py); every row is sealed again with it
+MIGRATIONS.append((KEYED, seal.reseal_sql()))
+
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
 )
@@ -175,6 +181,7 @@ def _statements(sql: str) -> Iterator[str]:
 
 _MEMORY_TEMPLATE: sqlite3.Connection | None = None  # the migrated schema Journal.memory copies
 _MEMORY_LOCK = threading.Lock()
+_MEMORY_KEY = secrets.token_bytes(seal.KEY_BYTES)  # the seal key of journals held in memory
 
 
 def _dumps(value: Any) -> str:
@@ -231,7 +238,8 @@ class Serialized:
 class Journal:
     """The run's record. Open with :meth:`open`; write inside :meth:`tx`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, key: bytes = b"") -> None:
+        self._key = key  # the seal key (b"": not read yet, or a journal sealed before keys)
         self._lock = threading.RLock()
         self.conn = Serialized(conn, self._lock)
         self.path = path
@@ -253,7 +261,8 @@ class Journal:
             conn = sqlite3.connect(str(p), timeout=30, check_same_thread=False,
                                    isolation_level=None)
         conn.row_factory = sqlite3.Row
-        seal.install(conn)
+        key = _MEMORY_KEY if str(p) == ":memory:" else seal.read_key(p)
+        seal.install(conn, key or b"")
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             if not readonly:
@@ -265,10 +274,19 @@ class Journal:
             conn.close()
             raise JournalError(f"{p}: not a journal ({exc}); move it aside and start again") \
                 from None
-        journal = cls(conn, p)
+        journal = cls(conn, p, key or b"")
         journal._writer = not readonly and str(p) != ":memory:"
         if not readonly:
+            before = journal._done()
+            journal._bring_key(before)
             journal.migrate()
+            if before and KEYED not in before:
+                journal.event("journal", f"the journal is now sealed with a key "
+                              f"({seal.key_path(p)}, readable by its owner only): a row written "
+                              "without it is refused when the journal is opened; keep the key "
+                              "with the journal when you move or copy it")
+        elif key is None and KEYED in journal._done():
+            journal._bring_key(journal._done())  # raises: the key is missing
         elif journal.outdated():
             # Written by an older assay: bring its schema forward once (a short write
             # transaction, serialized with any writer), then read it as usual.
@@ -277,6 +295,41 @@ class Journal:
             return cls.open(p, readonly=True)
         journal.check_seals()
         return journal
+
+    def _done(self) -> set[str]:
+        """The migrations applied to this journal (none for a file without a schema)."""
+        try:
+            return {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
+        except sqlite3.DatabaseError:
+            return set()
+
+    def _bring_key(self, done: set[str]) -> None:
+        """Give a writer its seal key: the journal's own, or a new one for a new journal or
+        one sealed before keys (whose rows are first checked with the unkeyed recipe)."""
+        if KEYED in done and self._key:
+            return
+        if KEYED in done:
+            self.conn.close()
+            raise JournalError(
+                f"{self.path}: its seal key {seal.key_path(self.path)} is missing, so no row "
+                "can be trusted; restore the key file from where the journal came from "
+                "(it is created with the journal), or move the journal aside (with its -wal, "
+                "-shm and -key files) and start a new run")
+        if SEALED in done:
+            seal.install(self.conn.raw, b"")
+            with self._lock:
+                problem = seal.verify(self.conn.raw, self.path, b"", full=True)
+            if problem:
+                self._refuse(problem)
+        self._key = self._key or seal.new_key(self.path)
+        seal.install(self.conn.raw, self._key)
+
+    def _refuse(self, problem: str) -> None:
+        self.conn.close()
+        raise JournalError(
+            f"{self.path}: the journal was changed outside assay: {problem}. Its "
+            "decisions cannot be trusted; restore the file from a backup, or move it "
+            "aside (with its -wal and -shm files) and start a new run")
 
     def outdated(self) -> bool:
         """Whether this journal has a schema and misses migrations this assay knows."""
@@ -300,9 +353,9 @@ class Journal:
             conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             _MEMORY_TEMPLATE.backup(conn)
         conn.row_factory = sqlite3.Row
-        seal.install(conn)  # the copied triggers call it
+        seal.install(conn, _MEMORY_KEY)  # the copied triggers call it
         conn.execute("PRAGMA foreign_keys = ON")
-        return cls(conn, Path(":memory:"))
+        return cls(conn, Path(":memory:"), _MEMORY_KEY)
 
     def check_seals(self) -> None:
         """Raise JournalError when a sealed row was changed outside assay (see seal.py)."""
@@ -310,24 +363,20 @@ class Journal:
             done = {r[0] for r in self.conn.execute("SELECT name FROM migrations")}
         except sqlite3.DatabaseError:
             return  # a journal too old to have migrations (read-only open): nothing sealed
-        if "0004_withheld_and_seals" not in done:
+        if SEALED not in done:
             return
         with self._lock:
-            problem = seal.verify(self.conn.raw, self.path)
+            problem = seal.verify(self.conn.raw, self.path, self._key)
         if problem:
-            self.conn.close()
-            raise JournalError(
-                f"{self.path}: the journal was changed outside assay: {problem}. Its "
-                "decisions cannot be trusted; restore the file from a backup, or move it "
-                "aside (with its -wal and -shm files) and start a new run")
+            self._refuse(problem)
         if self._writer:
             self._verified = True  # from now on each commit of ours records the file state
-            seal.mark(self.path)
+            seal.mark(self.path, self._key)
 
     def close(self) -> None:
         self.conn.close()
         if self._verified:  # the last connection's checkpoint rewrote the file
-            seal.mark(self.path)
+            seal.mark(self.path, self._key)
             seal.release(self.path)
 
     def is_ready(self) -> bool:
@@ -379,6 +428,11 @@ class Journal:
                     self._depth -= 1
                 return
             self.conn.execute("BEGIN IMMEDIATE")
+            if self._verified and not seal.continues(self.path):
+                # another client wrote since our last commit: our marks no longer vouch for
+                # the file, and the next open checks every row
+                self._verified = False
+                seal.release(self.path)
             self._depth = 1
             try:
                 yield self.conn
@@ -388,7 +442,7 @@ class Journal:
             else:
                 self.conn.execute("COMMIT")
                 if self._verified:
-                    seal.mark(self.path)
+                    seal.mark(self.path, self._key)
             finally:
                 self._depth = 0
 

@@ -482,6 +482,8 @@ class Loop:
             self.emit("warm-up", f"{result.block_id}: warm-up run of the "
                       f"{'incumbent' if role == 'A' else 'candidate'} on slot {result.slot} "
                       f"({wall:.1f} s, not measured): its compile cache was cold")
+        for what in result.restored:
+            self.emit("warn", f"{result.block_id}: {what}")
         self.update_noise(result)
         if result.experiment_id == CAL:
             return None

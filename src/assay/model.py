@@ -181,7 +181,8 @@ class BlockResult:
     runs: tuple[RunResult, ...]
     checks_passed: bool | None = None  # None: no checks configured or not reached
     error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
-    error_kind: str = ""  # 'patch', 'build', 'checks_failed', 'compare', 'harness_changed' ...
+    error_kind: str = ""  # 'patch', 'build', 'checks_failed', 'compare', 'harness_changed',
+    # 'tampered' (a step changed a tree not its own: assay.treestate) ...
     wall_s: float = 0.0
     # unmeasured warm-up runs made before the block's measured runs: (role, wall seconds)
     warmups: tuple[tuple[str, float], ...] = ()
@@ -189,6 +190,9 @@ class BlockResult:
     checks_runs: int = 0  # how many times this block ran the checks (0: already checked)
     checks_outcome: str = ""  # passed, flaky, failed, reused ('' when there are no checks)
     checks_detail: str = ""  # the failing tests' names, or the output's tail
+    # trees found changed since the slot's last block (by nothing of this block), scrubbed
+    # and restored before it: one sentence each, said by the loop
+    restored: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The journal's seals: a digest of every row of the tables a decision rests on.
+"""The journal's seals: a keyed digest of every row of the tables a decision rests on.
 
 Tables sealed (:data:`SEALED`): ``experiments``, ``runs``, ``decisions``, ``events`` and
 ``meta`` (the incumbent). SQLite triggers keep ``seals`` (one digest per row, keyed by the
@@ -8,11 +8,17 @@ other SQLite client fails (``no such function: assay_seal``). :func:`verify` rec
 digest when the journal is opened and names the first row that does not match, a row
 without a seal, a seal without its row, and a missing trigger.
 
-What it detects: edits of the journal file made outside assay (an SQLite shell, a script,
-an agent that found the file), rows added or removed behind its back, dropped triggers. What
-it does not: someone who reads this module and recomputes the seals with the same function
-(the digest is not keyed); keeping proposers away from the file at all is the job of the
-agent's private checkout and mount namespace (:mod:`assay.proposers.agent`).
+The digest is a MAC: BLAKE2b keyed with a secret of 32 random bytes kept beside the
+journal in ``<journal>-key`` (file mode 0600, inside ``.assay/``, which no sandboxed process
+sees). Whoever reads this module can define ``assay_seal`` with the same recipe, but without
+the key its seals do not match, and the mark that lets an open skip the check (:func:`mark`)
+carries a MAC of its own. A journal sealed before the key existed is checked with the
+unkeyed recipe once, then sealed with a new key (:func:`new_key`).
+
+What it detects: edits of the journal file made outside assay (an SQLite shell, a script, a
+benchmark or agent that found the file), rows added or removed behind its back, dropped
+triggers. What it does not: a process that can read the key file (one running as the same
+user without a sandbox can); keeping candidates away from ``.assay`` is the sandbox's job.
 """
 
 from __future__ import annotations
@@ -20,12 +26,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from .errors import JournalError
+
 FUNCTION = "assay_seal"
+KEY_BYTES = 32
 
 # table -> (primary key, sealed columns); columns added later are simply not sealed
 SEALED: Mapping[str, tuple[str, tuple[str, ...]]] = {
@@ -42,17 +52,65 @@ SEALED: Mapping[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def digest(*values: object) -> str:
-    """The digest of one row: its table name, then its sealed columns, in order."""
-    h = hashlib.blake2b(digest_size=16)
+def digest(key: bytes, *values: object) -> str:
+    """The digest of one row: its table name, then its sealed columns, in order, keyed with
+    ``key`` (``b""``: the unkeyed recipe of journals sealed before keys)."""
+    h = hashlib.blake2b(digest_size=16, key=key)
     for v in values:
         h.update(b"\x1f" if v is None else b"\x1e" + repr(v).encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 
-def install(conn: sqlite3.Connection) -> None:
-    """Define the digest function on an assay connection (before any write or check)."""
-    conn.create_function(FUNCTION, -1, digest, deterministic=True)
+def install(conn: sqlite3.Connection, key: bytes) -> None:
+    """Define the digest function, keyed with ``key``, on an assay connection (before any
+    write or check)."""
+    conn.create_function(FUNCTION, -1, lambda *values: digest(key, *values),
+                         deterministic=True)
+
+
+def key_path(path: Path) -> Path:
+    return Path(f"{path}-key")
+
+
+def read_key(path: Path) -> bytes | None:
+    """The key of the journal at ``path``; None when it has none (yet)."""
+    try:
+        text = key_path(path).read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise JournalError(f"{key_path(path)}: the journal's seal key cannot be read ({exc}); "
+                           "run assay as the user who owns the journal") from None
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        key = b""
+    if len(key) != KEY_BYTES:
+        raise JournalError(f"{key_path(path)}: not a seal key ({KEY_BYTES} bytes in hex); "
+                           "restore the file that came with the journal")
+    return key
+
+
+def new_key(path: Path) -> bytes:
+    """Create the key file of the journal at ``path`` (mode 0600 from its first byte, whole
+    when it appears: written aside, then linked into place), or read the one a concurrent
+    opener created first."""
+    key = secrets.token_bytes(KEY_BYTES)
+    aside = Path(f"{key_path(path)}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key.hex() + "\n")
+        os.link(aside, key_path(path))
+    except FileExistsError:
+        found = read_key(path)
+        if found is None:
+            raise JournalError(f"{key_path(path)}: the seal key vanished while the journal "
+                               "was opened; open it again") from None
+        return found
+    finally:
+        aside.unlink(missing_ok=True)
+    return key
 
 
 def _row_expr(table: str, alias: str) -> str:
@@ -74,6 +132,15 @@ def migration_sql() -> str:
             f"CREATE TRIGGER seal_{table}_delete AFTER DELETE ON {table} BEGIN "
             f"DELETE FROM seals WHERE tbl = '{table}' AND k = CAST(old.{pk} AS TEXT) "
             f"AND {FUNCTION}('delete') IS NOT NULL; END")
+        out.append(f"INSERT INTO seals (tbl, k, digest) SELECT '{table}', CAST(t.{pk} AS TEXT),"
+                   f" {_row_expr(table, 't')} FROM {table} t")
+    return ";\n".join(out)
+
+
+def reseal_sql() -> str:
+    """The statements that seal every row again with the connection's (keyed) function."""
+    out = ["DELETE FROM seals"]
+    for table, (pk, _cols) in SEALED.items():
         out.append(f"INSERT INTO seals (tbl, k, digest) SELECT '{table}', CAST(t.{pk} AS TEXT),"
                    f" {_row_expr(table, 't')} FROM {table} t")
     return ";\n".join(out)
@@ -112,7 +179,18 @@ _MARK_FDS: dict[str, int] = {}  # journal path -> the open mark file (one write 
 _MARK_SIZE = 200  # a fixed-size record, written in place: no truncation, no rename
 
 
-def mark(path: Path) -> None:
+def _mac(key: bytes, state: object) -> str:
+    return hashlib.blake2b(json.dumps(state).encode(), digest_size=16,
+                           key=key + b"mark").hexdigest()
+
+
+def continues(path: Path) -> bool:
+    """Whether the journal file is still in the state this process's last commit left it
+    (checked at the start of each write: a change in between is not ours to vouch for)."""
+    return _VERIFIED.get(str(path)) == _state(path)
+
+
+def mark(path: Path, key: bytes) -> None:
     """Record the state an assay connection left the journal file in, after a write it made
     on a journal it had verified. The next open, in any process, that finds the file in this
     state knows no other client wrote since, and skips recomputing every seal (whose cost
@@ -121,7 +199,7 @@ def mark(path: Path) -> None:
     checks every row: slower, never wrong.)"""
     state = _state(path)
     _VERIFIED[str(path)] = state
-    record = json.dumps(state).encode().ljust(_MARK_SIZE)
+    record = json.dumps([state, _mac(key, state)]).encode().ljust(_MARK_SIZE)
     try:
         fd = _MARK_FDS.get(str(path))
         if fd is None:
@@ -139,20 +217,30 @@ def release(path: Path) -> None:
         os.close(fd)
 
 
-def _marked(path: Path) -> tuple[object, ...] | None:
+def _marked(path: Path, key: bytes) -> tuple[object, ...] | None:
+    """The state the mark file vouches for, when its MAC is the key's."""
     try:
-        return tuple(json.loads(_mark_path(path).read_bytes().strip() or b"null"))
+        state, mac = json.loads(_mark_path(path).read_bytes().strip() or b"null")
     except (OSError, ValueError, TypeError):
         return None
+    if not isinstance(mac, str) or mac != _mac(key, state):
+        return None
+    return tuple(state)
 
 
-def verify(conn: sqlite3.Connection, path: Path) -> str:
-    """'' when every sealed row matches its seal, else what does not (for the error)."""
+def verify(conn: sqlite3.Connection, path: Path, key: bytes, *, full: bool = False) -> str:
+    """'' when every sealed row matches its seal, else what does not (for the error).
+
+    The rows are recomputed unless the file is in a state an assay writer marked (and
+    ``full`` is False)."""
     for wait in (0.0, 0.005, 0.01, 0.02, 0.04):  # a writer marks just after its commit
+        if full:
+            break
         time.sleep(wait)
         state = _state(path)
-        if _VERIFIED.get(str(path)) == state or _marked(path) == state:
+        if _VERIFIED.get(str(path)) == state or _marked(path, key) == state:
             return ""
+    state = _state(path)
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     missing = sorted(triggers() - have)
     if missing:

@@ -186,8 +186,8 @@ def reset(target: Target) -> list[str]:
                 j.close()
             branches = {f"assay/{n}" for n in names}
         archive = state / "archive" / time.strftime("%Y%m%d-%H%M%S")
-        for name in (JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm", "logs",
-                     "research.md"):
+        for name in (JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm",
+                     f"{JOURNAL_NAME}-key", f"{JOURNAL_NAME}-sealed", "logs", "research.md"):
             src = state / name
             if src.exists():
                 archive.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -174,3 +174,99 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
                      journal=str(m.journal), chain=chain_result)
     journal.set_meta(META, v.as_dict())
     return v
+
+
+PER_KEEP = "per_keep"
+
+
+def unreproduced(v: Mapping[str, Any] | None, kept_ids: Sequence[str]) -> str:
+    """The warning said first when the paired verification ``v`` (of the present final
+    best) does not reproduce the keeps ``kept_ids``: its interval contains zero while changes
+    were kept, or excludes the kept effects compounded. '' when it reproduces them (or
+    there is no verification, or nothing was kept)."""
+    if not v or not kept_ids:
+        return ""
+    effect, lo, hi, comp = v.get("effect"), v.get("lo"), v.get("hi"), v.get("compounded")
+    if effect is None or lo is None or hi is None:
+        return ""
+    if lo <= 0.0 <= hi:
+        why = "contains zero"
+    elif comp is not None and not lo <= comp <= hi:
+        why = f"excludes the {comp:+.2%} the keeps compound to"
+    else:
+        return ""
+    return (f"the keeps are not reproduced: the final best measured against the baseline "
+            f"gives {effect:+.2%} [{lo:+.2%}, {hi:+.2%}], whose interval {why}; kept: "
+            f"{', '.join(kept_ids)}; `assay verify --per-keep` measures each keep alone "
+            "against its parent")
+
+
+@dataclass(frozen=True)
+class KeepCheck:
+    """One keep measured alone against its parent (the incumbent it was kept over)."""
+
+    id: str
+    parent: str  # commit
+    commit: str
+    kept_effect: float | None  # the effect it was kept with
+    state: str  # the comparison's verdict
+    effect: float | None
+    lo: float | None
+    hi: float | None
+    pairs: int
+    reason: str
+    journal: str
+
+    @property
+    def reproduced(self) -> bool:
+        """Whether the keep alone is distinguishably better than its parent."""
+        return self.lo is not None and self.lo > 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"reproduced": self.reproduced}
+
+    def words(self) -> str:
+        def p(x: float | None) -> str:
+            return "-" if x is None else f"{x:+.2%}"
+
+        verdict = "reproduced" if self.reproduced else (
+            "not reproduced: the interval contains zero" if self.lo is not None and
+            self.hi is not None and self.lo <= 0.0 <= self.hi else f"not reproduced: {self.state}")
+        return (f"{self.id} alone against its parent {self.parent[:12]}: {p(self.effect)} "
+                f"[{p(self.lo)}, {p(self.hi)}] over {self.pairs} pairs (kept at "
+                f"{p(self.kept_effect)}): {verdict}")
+
+
+def per_keep(target: Target, journal: Journal, report: Report = lambda m: None,
+             detail: Report | None = None) -> list[KeepCheck]:
+    """Measure every kept change alone against its parent, with the run's decision rule
+    and calibration, and store the results in the journal (meta ``per_keep``)."""
+    from .finalize.measure import Comparison, compare, env_params
+
+    kept = journal.experiments([ExperimentState.KEPT], patches=False)
+    if not kept:
+        raise AssayError(f"nothing to verify per keep: {pending(journal)}")
+    run = journal.get_meta("run_name") or target.run.name or "main"
+    out: list[KeepCheck] = []
+    for e in kept:
+        blocks = journal.blocks(e.id)
+        if not e.commit or not blocks:
+            continue
+        parent = blocks[-1].incumbent
+        cmp = Comparison(
+            label=f"keep-{e.id}", incumbent=parent.commit, candidate=e.commit,
+            incumbent_params=env_params(target, parent.params),
+            candidate_params=env_params(target, {**parent.params, **e.candidate.params}),
+            hypothesis=f"{e.id} alone against its parent {parent.commit[:12]}")
+        report(f"measuring {e.id} ({e.commit[:12]}) alone against its parent "
+               f"{parent.commit[:12]}")
+        m = compare(target, run, cmp, target.state_dir / "verify" / "per-keep",
+                    journal.get_meta("calibration"), detail or report,
+                    scratch=f"{run}-verify")
+        check = KeepCheck(e.id, parent.commit, e.commit,
+                          e.decision.effect if e.decision else None, m.state, m.effect, m.lo,
+                          m.hi, m.pairs, m.reason, str(m.journal))
+        report(check.words())
+        out.append(check)
+    journal.set_meta(PER_KEEP, [c.as_dict() for c in out])
+    return out

@@ -12,7 +12,10 @@ Before the candidate's first block its checks run once (see :mod:`assay.checks`)
 ``compare`` command, whose output must agree with the incumbent's. A candidate that fails
 to apply, build or pass its checks is judged without a single timed run. Protected paths
 are hashed before and after every run: any change rejects the candidate as
-``harness_changed``. An incumbent run that crashes or times out ends the block at once.
+``harness_changed``. Both trees are checked after every step (:mod:`assay.trees`): a
+change outside the step's own tree, or to the incumbent's sources, ends the block as
+``tampered``, blamed on the candidate, and the incumbent's tree is restored at once. An
+incumbent run that crashes or times out ends the block at once.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import contain, process
+from . import contain, process, treestate
 from .checks import CheckMemo, failing_tests, tail
 from .compare import compare_outputs
 from .config import Command, MetricSpec, Target
@@ -56,6 +59,10 @@ class SlotTrees:
     watch_key: str = ""
     watch_ref: dict[str, float] = field(default_factory=dict)
     wall_ref: float | None = None
+    # each tree's file state as the last block left it (assay.trees), and the user's
+    # checkout files watched while a candidate runs
+    prints: dict[Path, treestate.TreePrint] = field(default_factory=dict)
+    user_files: list[Path] | None = None
 
 
 def incumbent_key(inc: Incumbent) -> str:
@@ -247,10 +254,17 @@ def run_compare(target: Target, memo: CheckMemo, a_key: str, b_key: str, a_tree:
 
 
 def _materialize(ws: Workspace, tree: Path, key: str, state: str, print_: str, commit: str,
-                 patch: str, params: Mapping[str, ParamValue]) -> tuple[bool, str]:
-    """Bring ``tree`` to ``key`` unless it holds it already; (warm, new fingerprint)."""
-    if state == key and print_ and ws.fingerprint(tree) == print_:
+                 patch: str, params: Mapping[str, ParamValue],
+                 known: treestate.TreePrint | None = None) -> tuple[bool, str]:
+    """Bring ``tree`` to ``key`` unless it holds it already; (warm, new fingerprint).
+
+    A tree whose files changed since the last block left it (``known``) is scrubbed of
+    every untracked file, build outputs included, before it is materialized again."""
+    intact = treestate.unchanged(known)
+    if state == key and print_ and intact and ws.fingerprint(tree) == print_:
         return True, print_
+    if not intact:
+        treestate.scrub(tree)
     ws.materialize(tree, commit, patch, params)
     return False, ws.fingerprint(tree)
 
@@ -336,6 +350,37 @@ def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
     return values if status is RunStatus.OK else {}
 
 
+def sweep(ws: Workspace, trees: SlotTrees) -> None:
+    """Undo what changed in an idle slot's trees since its last block left them (a
+    candidate of another slot that wrote there, caught and blamed by its own slot): each
+    changed tree is scrubbed and checked out again, and built anew by its next block."""
+    for tree in (trees.a, trees.b):
+        known = trees.prints.get(tree)
+        if known is None:  # no block left a print: bytecode there was never checked
+            ws.forget_bytecode(tree)
+            for folder in tree.rglob("__pycache__"):
+                shutil.rmtree(folder, ignore_errors=True)
+            continue
+        if treestate.unchanged(known):
+            continue
+        treestate.scrub(tree)
+        ws.forget_bytecode(tree)
+        ws.reset(tree, ws.checked_out(tree))
+        trees.prints.pop(tree, None)
+        if tree == trees.a:
+            trees.a_state = trees.a_print = ""
+        else:
+            trees.b_state = trees.b_print = ""
+
+
+def _shown(target: Target, path: Path) -> str:
+    """A path as a reason names it: relative to the target's root when inside it."""
+    try:
+        return str(path.relative_to(target.root))
+    except ValueError:
+        return str(path)
+
+
 def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
               cancel: process.CancelToken | None = None) -> BlockResult:
     start = time.monotonic()
@@ -347,34 +392,71 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     build_s = 0.0
     checks = ChecksOutcome("", 0)
 
+    restored: list[str] = []
+
     def fail(kind: str, msg: str, passed: bool | None = None) -> BlockResult:
         return BlockResult(block.block_id, block.experiment_id, slot.name, (), passed, msg, kind,
                            time.monotonic() - start, build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail)
+                           checks_outcome=checks.outcome, checks_detail=checks.detail,
+                           restored=tuple(restored))
 
     a_key = incumbent_key(inc)
     b_key = a_key
     if cand is not None:
         b_key = f"{cand.base_commit}:{cand.digest}:{sorted(b_params.items())}"
+    if trees.user_files is None:
+        trees.user_files = treestate.watched_files(target.root, target.is_protected)
+    guard = treestate.Guard(trees.a, trees.b if cand is not None else None, trees.user_files,
+                             ws.bytecode_of, lambda p: _shown(target, p))
+    guard.prints = trees.prints
+    for tree in (trees.a, trees.b) if cand is not None else (trees.a,):
+        known = trees.prints.get(tree)
+        if known is None:
+            continue
+        drift = treestate.changed(known, treestate.again(known))
+        if drift:  # _materialize scrubs and restores it
+            names = ", ".join(_shown(target, known.path(rel)) for rel in drift[:6])
+            restored.append(f"{names} changed on slot {slot.name} since its last block, by "
+                            "nothing that ran there; the tree is scrubbed and restored")
     try:
         warm_a, a_print = _materialize(ws, trees.a, a_key, trees.a_state, trees.a_print,
-                                       inc.commit, "", inc.params)
+                                       inc.commit, "", inc.params, trees.prints.get(trees.a))
         if not warm_a:
             trees.a_state, trees.a_print = "", a_print
+            guard.settle(trees.a)
         a_env = split_params(inc.params, target.params)[0]
         if cand is not None:
             warm_b, b_print = _materialize(ws, trees.b, b_key, trees.b_state, trees.b_print,
-                                           cand.base_commit, cand.patch, b_params)
+                                           cand.base_commit, cand.patch, b_params,
+                                           trees.prints.get(trees.b))
             if not warm_b:
                 trees.b_state, trees.b_print = "", b_print
+            guard.settle(trees.b)
             b_env = split_params(b_params, target.params)[0]
         else:
             b_env = a_env
     except PatchError as exc:
         trees.b_state = ""
+        trees.prints.pop(trees.b, None)
         return fail("patch", str(exc))
     except AssayError as exc:
         return fail("executor", str(exc))
+
+    def tampered(why: str) -> BlockResult:
+        """End the block on a change outside the step's own tree: the incumbent's tree is
+        restored now, before anything else is measured on this slot; the candidate's tree
+        is materialized again by its next block."""
+        trees.a_state = trees.b_state = ""
+        trees.prints.pop(trees.b, None)
+        try:
+            treestate.scrub(trees.a)
+            ws.materialize(trees.a, inc.commit, "", inc.params)
+            trees.a_print = ws.fingerprint(trees.a)
+            guard.settle(trees.a)
+        except AssayError:
+            trees.prints.pop(trees.a, None)  # the next block scrubs and materializes it
+            trees.a_print = ""
+        return fail("tampered", why)
 
     # One bytecode folder for the installed packages and every tree; a tree's own
     # bytecode is dropped whenever it is materialized (Workspace.forget_bytecode)
@@ -398,24 +480,32 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         if step.why:
             return fail("executor", f"the incumbent does not build: {step.why}")
         trees.a_state = a_key
+        if why := guard.check("the incumbent's build", [trees.a]):
+            return tampered(why)
     if cand is not None:
         if trees.b_state != b_key:
             step = _prep(target.build, trees.b, env_b, logs, "build-b", target, cancel)
             build_s += step.seconds
+            if why := guard.check("the candidate's build", [trees.b]):
+                return tampered(why)
             if step.why:
                 return fail("build", step.why)
             trees.b_state = b_key
         memo = CheckMemo(target.state_dir / "checks")
         checks = run_checks(target, memo, _digest(b_key), trees.b, trees.a, env_b, env_a, logs,
                             cancel)
+        if why := guard.check("the checks", [trees.a, trees.b]):
+            return tampered(why)
         if checks.outcome == "cancelled":
             return fail("cancelled", "block cancelled")
         if checks.outcome == "failed":
             return fail("checks_failed", checks.detail, passed=False)
-        why = run_compare(target, memo, _digest(a_key), _digest(b_key), trees.a, trees.b, env_a,
-                          env_b, logs, cancel)
-        if why:
-            return fail("compare", why, passed=False)
+        differs = run_compare(target, memo, _digest(a_key), _digest(b_key), trees.a, trees.b,
+                              env_a, env_b, logs, cancel)
+        if why := guard.check("the compare command", [trees.a, trees.b]):
+            return tampered(why)
+        if differs:
+            return fail("compare", differs, passed=False)
     checks_ok: bool | None = True if (cand is not None and target.checks) else None
 
     warmups: list[tuple[str, float]] = []
@@ -425,6 +515,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             todo.append(("B", b_tree, b_key, env_b))
         for role_ch, cwd, key, env in todo:
             wall = _warm(target, slot, cwd, key, env, logs, role_ch, cancel)
+            if why := guard.check(f"warm-up run ({role_ch})", [cwd]):
+                return tampered(why)
             if cancel is not None and cancel.cancelled:
                 return fail("cancelled", "block cancelled")
             if wall is not None:
@@ -434,7 +526,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
                            checks_ok, error, kind, time.monotonic() - start,
                            warmups=tuple(warmups), build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail)
+                           checks_outcome=checks.outcome, checks_detail=checks.detail,
+                           restored=tuple(restored))
 
     metric_specs = (target.metric, *target.guards)
     runs: list[RunResult] = []
@@ -443,6 +536,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         cwd = trees.a if role is Role.INCUMBENT else b_tree
         env = env_a if role is Role.INCUMBENT else env_b
         run_id = f"{block.block_id}-r{i + 1}"
+        if why := guard.check(f"the wait before run {i + 1} ({role_ch})"):
+            return tampered(why)  # e.g. a process a candidate's run left behind
         before = last_hash.get(cwd) or hash_paths(cwd, protected)
         watcher = None
         if target.metric.watch is not None:
@@ -459,6 +554,8 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
                         sandbox=contain.spec_for(target, cwd, env))
         if r.cancelled:
             return fail("cancelled", "block cancelled")
+        if why := guard.check(f"run {i + 1} ({role_ch})", [cwd]):
+            return tampered(why)
         after = hash_paths(cwd, protected)
         last_hash[cwd] = after
         metrics, status, reason = _outcome(
@@ -467,6 +564,9 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
         holdout: dict[str, float] = {}
         if status is RunStatus.OK:
             holdout = _holdout(target, cwd, env, logs / f"r{i + 1}-{role_ch}", cancel)
+            if target.holdout is not None and (
+                    why := guard.check(f"holdout after run {i + 1} ({role_ch})", [cwd])):
+                return tampered(why)
         if watcher is not None and role is Role.INCUMBENT and status is RunStatus.OK:
             trees.watch_key, trees.watch_ref, trees.wall_ref = a_key, watcher.medians(), r.wall_s
         runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,

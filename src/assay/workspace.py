@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import applied
 from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
 from .model import ParamValue
@@ -42,8 +43,10 @@ def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
     full_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
     if env:
         full_env.update(env)
-    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True,
-                          env=full_env)
+    # assay's own git commands run no hook: a hook a candidate planted in the repository
+    # (post-checkout, reference-transaction) would run outside any sandbox
+    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd,
+                          input=input, capture_output=True, text=True, env=full_env)
     if check and proc.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {cwd}: "
                              f"{(proc.stderr or proc.stdout).strip()}")
@@ -401,6 +404,10 @@ class Workspace:
         keep = [arg for d in BUILD_DIRS for arg in ("-e", d)]
         git(["clean", "-fdq", *keep], path)
 
+    def checked_out(self, path: Path) -> str:
+        """The commit ``path`` has checked out."""
+        return git(["rev-parse", "HEAD"], path).strip()
+
     def fingerprint(self, path: Path) -> str:
         """What ``path`` holds: its HEAD plus its tracked and staged changes (a digest).
 
@@ -420,17 +427,22 @@ class Workspace:
     def bytecode_env(self) -> dict[str, str]:
         return {"PYTHONPYCACHEPREFIX": str(self.bytecode_dir)}
 
+    def bytecode_of(self, path: Path) -> Path:
+        """The folder of :attr:`bytecode_dir` that holds the bytecode of ``path``'s files."""
+        full = path.resolve()
+        return self.bytecode_dir / full.relative_to(full.anchor)
+
     def forget_bytecode(self, path: Path) -> None:
         """Drop the bytecode of ``path``'s own files. A .pyc is trusted when its source has
         the same size and modification second, which a rewritten parameter (``K = 12``
         then ``K = 13``) can match; a tree's files compile afresh after every change."""
-        full = path.resolve()
-        shutil.rmtree(self.bytecode_dir / full.relative_to(full.anchor), ignore_errors=True)
+        shutil.rmtree(self.bytecode_of(path), ignore_errors=True)
 
     def materialize(self, path: Path, commit: str, patch: str,
                     params: Mapping[str, ParamValue]) -> dict[str, str]:
-        """Reset ``path`` to ``commit``, apply the patch and parameter assignments, and
-        drop the tree's bytecode (:meth:`forget_bytecode`).
+        """Reset ``path`` to ``commit``, apply the patch (its links, submodules and modes
+        checked in git's index: :mod:`assay.applied`) and parameter assignments, and drop
+        the tree's bytecode (:meth:`forget_bytecode`).
 
         Returns the environment variables the parameters set.
         """
@@ -439,6 +451,7 @@ class Workspace:
         if patch.strip():
             check_scope(patch, self.target)
             self.apply(path, patch)
+            applied.check(path, commit, self.target.is_editable)
         env, assign = split_params(params, self.target.params)
         by_name = {s.name: s for s in self.target.params}
         for name, value in assign.items():

@@ -151,6 +151,7 @@ def test_noise_per_block_follows_delta_and_marks_quarantines(ran_target: Path,
     target = api.load(ran_target)
     copy = tmp_path / "journal.sqlite"
     shutil.copy(api.journal_path(target), copy)
+    shutil.copy(f"{api.journal_path(target)}-key", f"{copy}-key")  # its seal key with it
     journal = Journal.open(copy)
     try:
         ends = sorted({float(x.finished_at or 0.0)

@@ -123,7 +123,9 @@ def test_a_group_that_needs_another_is_merged_with_the_reason(tmp_path: Path) ->
     assert (f"research hypothesis H{hid} (paper): a shared summing helper removes duplicate "
             "loops") in text
     assert "source: https://example.org/fusion-notes" in text
-    assert "| merge-base + this change vs merge-base | not measured |" in text
+    # --no-measure: no sentence about a measurement that was not made
+    assert "Not measured: this branch was made without measuring it" in text
+    assert "stands on its own" not in text and "Paired ABBA" not in text
 
 
 def test_a_groups_file_replaces_the_proposal_and_is_checked(tmp_path: Path) -> None:

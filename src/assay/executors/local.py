@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..config import Target
 from ..model import Block, BlockResult, Slot
 from ..process import CancelToken
-from ..worker import SlotTrees, run_block
+from ..worker import SlotTrees, run_block, sweep
 from ..workspace import Workspace
 from .base import Executor
 from .slots import OwnSlots, pick_slot
@@ -124,5 +124,11 @@ class LocalExecutor(OwnSlots, Executor):
             token.cancel()
 
     def close(self) -> None:
+        with self._lock:
+            busy = set(self._busy)  # slots whose block is still running: left as they are
         for bid in list(self.running()):
             self.cancel(bid)
+        for slot in self._slots:  # quarantined ones included: their trees may hold it too
+            tree_a = self.ws.trees / f"{slot.name}-a"
+            if slot.name not in busy and (slot.name in self._trees or tree_a.is_dir()):
+                sweep(self.ws, self.trees_for(slot))

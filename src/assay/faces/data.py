@@ -362,6 +362,8 @@ def verification_data(target: Target, journal: Journal, kept: Sequence[Experimen
         "compounded_words": "" if comp is None else
         pct(comp) + (f" ({r})" if (r := ratio_words(comp, m.direction, m.name, m.unit)) else ""),
         "words": paired_words(v.as_dict(), m.direction, m.name, m.unit) if v else "",
+        "unreproduced": verify.unreproduced(
+            v.as_dict() if v and verify.current(journal) else None, [e.id for e in kept]),
     }
     return out
 

@@ -23,10 +23,11 @@ def build(target: Target) -> str:
     v = data.get("verification") or {}
     paired = (f" · improvement (paired, baseline vs final best) {v['words']}"
               if v.get("current") and v.get("words") else "")
+    doubt = f"warning: {v['unreproduced']} · " if v.get("unreproduced") else ""
     return page.render(
         title=f"assay report: {target.root.name}",
-        subtitle=f"{data['metric']['name']} · {n} experiment{'s' if n != 1 else ''}{paired} · "
-                 f"generated {stamp}",
+        subtitle=f"{doubt}{data['metric']['name']} · {n} experiment{'s' if n != 1 else ''}"
+                 f"{paired} · generated {stamp}",
         config={"mode": "report", "page": "overview", "base": "", "interval": 0},
         data=data, inline=True, packed=True)
 

@@ -22,7 +22,7 @@ from ..journal import peek_count
 from ..loop import Summary
 from ..model import Direction, Experiment
 from ..strictjson import dumps
-from ..verify import compounded
+from ..verify import compounded, unreproduced
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
          "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
@@ -285,19 +285,22 @@ class RunPrinter:
     def summary(self, s: Summary, metric: str, unit: str, direction: Direction) -> None:
         self.close()
         gain = improvement(s.baseline, s.best, direction)
+        doubt = unreproduced(s.verified, [e.id for e in s.kept])
         if self.as_json:
             self._emit_json({
                 "type": "summary", "stopped": s.stopped or "done", "finished": s.finished,
                 "counts": dict(s.counts), "baseline": s.baseline, "best": s.best,
                 "improvement": gain, "branch": s.branch, "failed": s.failed,
                 "kept": [e.id for e in s.kept], "verified": s.verified,
-                "verify_note": s.verify_note,
+                "verify_note": s.verify_note, "unreproduced": doubt,
                 "open": [{"id": e.id, "effect": e.decision.effect, "interval": [e.decision.lo,
                           e.decision.hi], "reason": e.decision.reason}
                          for e in s.open if e.decision is not None]})
             return
         c = self.console
         c.rule("[bold]summary")
+        if doubt:
+            c.print(f"[bold red]warning:[/] {escape(doubt)}", highlight=False)
         stopped = s.stopped or "done"
         if stopped in self.printed_errors:
             stopped = "on the error above"

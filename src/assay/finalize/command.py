@@ -53,16 +53,20 @@ def print_result(res: Result) -> None:
         t.add_row(o.group.slug, ", ".join(o.group.labels), ", ".join(o.group.files),
                   escape(o.group.reason), o.branch if o.finalized else "(blocked)")
     console.print(t)
-    m = Table(title="each group on its own, and the final tree without it")
-    for col in ("group", "alone", "interval", "verdict", "without it", "interval", "verdict",
-                "status"):
-        m.add_column(col)
-    for o in res.outcomes:
-        a, w = o.alone, o.without
-        m.add_row(o.group.slug, pr.pct(a.effect if a else None), pr.interval(a),
-                  a.state if a else "-", pr.pct(w.effect if w else None), pr.interval(w),
-                  w.state if w else "-", escape(o.status))
-    console.print(m)
+    if all(o.alone is None and o.without is None for o in res.outcomes):
+        console.print("not measured (--no-measure): the branches were made and reviewed, "
+                      "and no group was measured", highlight=False)
+    else:
+        m = Table(title="each group on its own, and the final tree without it")
+        for col in ("group", "alone", "interval", "verdict", "without it", "interval",
+                    "verdict", "status"):
+            m.add_column(col)
+        for o in res.outcomes:
+            a, w = o.alone, o.without
+            m.add_row(o.group.slug, pr.pct(a.effect if a else None), pr.interval(a),
+                      a.state if a else "-", pr.pct(w.effect if w else None), pr.interval(w),
+                      w.state if w else "-", escape(o.status))
+        console.print(m)
     for o in res.outcomes:
         for f in o.review.findings:
             mark = " waived" if f.id in o.review.waived else ""

@@ -47,6 +47,8 @@ class Outcome:
         if self.review.blocked:
             ids = ", ".join(f.id for f in self.review.blocking)
             return f"blocked by review ({ids})"
+        if self.alone is None and self.without is None:
+            return "not measured"  # `assay finalize --no-measure`
         return "; ".join(self.flags) if self.flags else "stands on its own"
 
 
@@ -80,10 +82,11 @@ def _sources(group: Group, hypotheses: Mapping[int, Hypothesis]) -> list[str]:
 
 
 def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None,
-         hypotheses: Mapping[int, Hypothesis], checks_note: str) -> str:
+         hypotheses: Mapping[int, Hypothesis], checks_note: str, doubt: str = "") -> str:
+    """The pull request's text; ``doubt``: the run's keeps are not reproduced (said first)."""
     g = o.group
     m = target.metric
-    lines = [f"{g.title}", "",
+    lines = [f"{g.title}", "", *([f"**Warning: {doubt}.**", ""] if doubt else []),
              f"{len(g.changes)} change(s) kept by assay run `{run}`, on top of {base[:12]}; "
              f"files: {', '.join(g.files)}.", ""]
     lines += ["## What changed and why", ""]
@@ -94,6 +97,12 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
     src = _sources(g, hypotheses)
     if src:
         lines += ["", "Sources from the research brief:", *src]
+    if o.alone is None and o.without is None:
+        lines += ["", "## Measured effect", "",
+                  "Not measured: this branch was made without measuring it (`assay finalize "
+                  "--no-measure`). The experiments below give each change's effect in the run, "
+                  "against the incumbent of its time."]
+        return _rest(o, lines, checks_note, fp)
     lines += ["", "## Measured effect", "",
               f"Metric `{m.name}` ({m.direction.value}{', ' + m.unit if m.unit else ''}); "
               "positive is better. Paired ABBA blocks, same decision rule as the run "
@@ -111,6 +120,12 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
     lines += ["", *([f"**{f}**" for f in o.flags] or ["It stands on its own: its interval "
                                                      "excludes zero alone and in the final "
                                                      "tree."])]
+    return _rest(o, lines, checks_note, fp)
+
+
+def _rest(o: Outcome, lines: list[str], checks_note: str, fp: Fingerprint | None) -> str:
+    """The pull request's text after its measured effect: checks, review, machine, runs."""
+    g = o.group
     lines += ["", "## Checks and review", "", checks_note]
     rv = o.review
     if rv.reviewer == "none":
@@ -128,8 +143,9 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
     for c in g.changes:
         iv = "-" if c.lo is None or c.hi is None else f"[{pct(c.lo)}, {pct(c.hi)}]"
         lines.append(f"| {c.label} | {c.commit[:12]} | {pct(c.effect)} | {iv} |")
-    lines += ["", f"Branch `{o.branch}`; measurement journals: "
-              + ", ".join(x.journal.rsplit('/', 1)[-1] for x in (o.alone, o.without) if x)]
+    journals = [x.journal.rsplit("/", 1)[-1] for x in (o.alone, o.without) if x]
+    lines += ["", f"Branch `{o.branch}`"
+              + (f"; measurement journals: {', '.join(journals)}" if journals else ".")]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -153,8 +169,9 @@ def platform_table(o: Outcome) -> list[str]:
 
 
 def changes_md(outcomes: Sequence[Outcome], target: Target, run: str, base: str,
-               notes: Sequence[str], fp: Fingerprint | None) -> str:
+               notes: Sequence[str], fp: Fingerprint | None, doubt: str = "") -> str:
     lines = [f"# Changes from assay run `{run}`", "",
+             *([f"**Warning: {doubt}.**", ""] if doubt else []),
              f"On top of {base[:12]}; metric `{target.metric.name}` "
              f"({target.metric.direction.value}), positive is better.", "",
              "| group | branch | experiments | files | alone | interval | without it | "

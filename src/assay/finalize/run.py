@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import api, fingerprint
+from .. import api, fingerprint, verify
 from ..config import Target
 from ..errors import FinalizeError
 from ..journal import Journal
@@ -172,6 +172,11 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
         raise FinalizeError(f"no branch {ws.branch} in {root}; `assay run` makes it, then "
                             "`assay finalize` turns its kept commits into branches")
     base = branches.merge_base(root, "HEAD", final)
+    checked = verify.current(journal)
+    doubt = verify.unreproduced(checked.as_dict() if checked else None, [
+        e.id for e in journal.experiments([ExperimentState.KEPT], patches=False)])
+    if doubt:
+        report(f"warning: {doubt}")
     changes = kept_changes(root, journal, base, final)
     if not changes:
         raise FinalizeError(f"{ws.branch} has no commit on top of its merge-base "
@@ -206,7 +211,7 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
         hyps = {h.id: h for h in journal.hypotheses()}
         checks_note = _checks_note(target, outcomes)
         for o in outcomes:
-            body = pr.text(o, target, run, base, fp, hyps, checks_note[o.group.slug])
+            body = pr.text(o, target, run, base, fp, hyps, checks_note[o.group.slug], doubt)
             path = folder / o.group.slug / "PR.md"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(body)
@@ -227,7 +232,7 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
                 old.unlink()  # the text of a group an earlier finalize made
                 if not any(old.parent.iterdir()):
                     old.parent.rmdir()
-        changes_text = pr.changes_md(outcomes, target, run, base, notes, fp)
+        changes_text = pr.changes_md(outcomes, target, run, base, notes, fp, doubt)
         (folder / "CHANGES.md").write_text(changes_text)
         journal.set_meta(f"finalize:{run}", {
             "base": base, "final": final, "at": time.time(), "notes": notes,
