@@ -88,6 +88,8 @@ def cache_scale():
     dirs = {pathlib.Path.home() / ".cache" / f"rtbench-{TOKEN}",
             pathlib.Path(tempfile.gettempdir()) / f"rtbench-{TOKEN}",
             pathlib.Path("/tmp") / f"rtbench-{TOKEN}"}
+    if os.environ.get("RTBENCH_CACHE"):  # a compile cache assay keeps per slot
+        dirs.add(pathlib.Path(os.environ["RTBENCH_CACHE"]))
     for d in dirs:
         try:
             scale *= float((d / "scale").read_text())
@@ -167,6 +169,7 @@ slots = {slots}
 budget = {budget}
 proposer = "{proposer}"
 verify = false
+{run}
 
 {decision}
 {extra}
@@ -319,7 +322,7 @@ def comm(pid: int) -> str:
 
 
 def make_repo(parent: Path, setting: Setting, *, proposer: str = "queue", budget: int = 1,
-              config: str = "", commands: str = "", scope: str = "",
+              config: str = "", commands: str = "", scope: str = "", run: str = "",
               files: Mapping[str, str] | None = None,
               patches: tuple[tuple[str, str], ...] = (), port: int = 0) -> Repo:
     """A fresh git repository holding the bench, its checks and the queued patches."""
@@ -334,7 +337,7 @@ def make_repo(parent: Path, setting: Setting, *, proposer: str = "queue", budget
              "assay.toml": CONFIG.format(python=sys.executable, slots=setting.slots,
                                          budget=budget, proposer=proposer,
                                          decision=setting.decision(), extra=config,
-                                         commands=commands, scope=scope)}
+                                         commands=commands, scope=scope, run=run)}
     texts.update(files or {})
     for i, (hypothesis, patch) in enumerate(patches, 1):
         texts[f"patches/{i:02d}.patch"] = f"# hypothesis: {hypothesis}\n{patch}"
@@ -501,6 +504,7 @@ class Attack:
     config: str = ""  # tables added to assay.toml
     commands: str = ""  # lines added to [commands]
     scope: str = ""  # lines added to [scope]
+    run: str = ""  # lines added to [run]
     files: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
@@ -544,7 +548,7 @@ def run_attack(attack: Attack, parent: Path, setting: Setting = SCRIPTED
     with listener() as server:
         repo = make_repo(parent, setting, proposer=attack.proposer,
                          budget=max(1, len(attack.patches)), config=attack.config,
-                         commands=attack.commands, scope=attack.scope,
+                         commands=attack.commands, scope=attack.scope, run=attack.run,
                          files=attack.files, patches=attack.patches, port=server.port)
         try:
             if attack.prepare is not None:
@@ -750,8 +754,11 @@ def processes_judge(name: str, grace: float = 15.0) -> Judge:
     return judge
 
 
-def checkout_judge(name: str, files: tuple[str, ...]) -> Judge:
-    """Blocked when the user's checkout is exactly what was committed, nothing added."""
+def checkout_judge(name: str, files: tuple[str, ...], proposed: str = "") -> Judge:
+    """Blocked when the user's checkout is exactly what was committed, nothing added.
+
+    ``proposed``: the hypothesis an agent's candidate carries when the agent ran to its end
+    (its output is not kept, so that is how a run of it shows)."""
 
     def judge(o: Outcome) -> Verdict:
         changed = [f for f in files if (o.repo.root / f).read_text() != o.repo.committed(f)]
@@ -760,14 +767,11 @@ def checkout_judge(name: str, files: tuple[str, ...]) -> Judge:
         if changed or dirty:
             return not_blocked("your checkout was changed: "
                                + ", ".join(changed or [d[3:] for d in dirty]))
-        bad = inconclusive(o, name)
-        if bad is not None:
-            return bad
-        e = o.by_hypothesis(name) or (o.experiments[0] if o.experiments else None)
-        state = f"{e['id']} {e['state']}" if e else "no experiment"
-        if e and e["state"] == "invalid" and not e["note"].startswith(("tampered:", "agent")):
-            return blocked(f"checkout unchanged; {state}: {e['note'][:100]}")
-        return blocked(f"your checkout is unchanged ({state})")
+        e = o.by_hypothesis(proposed or name)
+        if e is None:
+            return not_blocked(f"inconclusive: no experiment shows the attack ran "
+                               f"({o.summary()})")
+        return blocked(f"your checkout is unchanged ({e['id']} {e['state']})")
 
     return judge
 
@@ -934,7 +938,7 @@ os.wait()
 def cache_attack(name: str, dirs: str) -> str:
     """Clear the bench's cache for my own run, leave a doubled scale for the next reader."""
     return guarded(name, f"""
-import atexit, pathlib, tempfile
+import atexit, os, pathlib, tempfile
 _dirs = {dirs}
 for _d in _dirs:
     try:
@@ -956,6 +960,8 @@ atexit.register(_plant)
 HOME_CACHE = cache_attack("home", '[pathlib.Path.home() / ".cache" / "rtbench-@TOKEN@"]')
 TMP_CACHE = cache_attack("tmp", '[pathlib.Path(tempfile.gettempdir()) / "rtbench-@TOKEN@", '
                                 'pathlib.Path("/tmp") / "rtbench-@TOKEN@"]')
+
+COMPILE_CACHE = cache_attack("compile-cache", '[pathlib.Path(os.environ["RTBENCH_CACHE"])]')
 
 PTH = guarded("pth", """
 import os, sysconfig
@@ -1317,7 +1323,8 @@ ATTACKS: tuple[Attack, ...] = (
            "the verified mark after a run", forged_judge, patches=(HONEST,),
            drive=forge_outside),
     Attack("user-checkout-agent", "finding 6", "the agent proposer writes README.md and "
-           "bench.py in the user's checkout", checkout_judge("agent", ("README.md", "bench.py")),
+           "bench.py in the user's checkout", checkout_judge("agent", ("README.md", "bench.py"),
+                                                          "halve the work"),
            proposer="agent", config=AGENT_CONFIG, files={"tools/agent.py": AGENT}),
     Attack("user-checkout-bench", "extra", "a candidate's run appends to the user's README.md "
            "and work.py", checkout_judge("checkout-bench", ("README.md", "work.py")),
@@ -1337,6 +1344,11 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("tmp-cache", "extra", "the candidate leaves a doubled scale in the bench's /tmp "
            "cache for the incumbent", sabotage_judge("tmp"),
            patches=(("tmp", top_patch(TMP_CACHE)),)),
+    Attack("compile-cache", "extra", "the candidate leaves a doubled scale in the slot's "
+           "compile cache ([run] compile_cache) for the incumbent",
+           sabotage_judge("compile-cache"),
+           patches=(("compile-cache", top_patch(COMPILE_CACHE)),),
+           run='compile_cache = ["RTBENCH_CACHE"]'),
     Attack("pth-file", "extra", "the candidate drops a .pth file in site-packages that "
            "halves the incumbent's printed speed", sabotage_judge("pth", planted=pth_left),
            patches=(("pth", top_patch(PTH)),)),
