@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.security.attacks import ATTACKS, BY_NAME, SCRIPTED, TIMED, Verdict, run_attack
+from tests.security.attacks import ATTACKS, BY_NAME
+from tests.security.kit import SCRIPTED, TIMED, Verdict, run_attack
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_no_detached_process_outlives_its_run(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_a_candidate_that_slows_the_incumbents_code_is_not_kept(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_a_forgery_from_inside_a_run_never_shows(tmp_path: Path) -> None:

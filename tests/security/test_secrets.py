@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_no_key_reaches_a_sandboxed_bench(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_a_home_cache_written_by_the_candidate_never_reaches_the_incumbent(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.security.attacks import BY_NAME, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.kit import run_attack
 
 
 def test_an_agent_run_without_a_sandbox_is_refused(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.attacks import BY_NAME, Outcome, probe_seen, run_attack
+from tests.security.attacks import BY_NAME
+from tests.security.judges import probe_seen
+from tests.security.kit import Outcome, run_attack
 
 
 @pytest.fixture(scope="module")
