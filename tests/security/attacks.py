@@ -12,6 +12,7 @@ as a test, ``benchmarks/red_team.py`` runs them all and prints one line each.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,9 @@ new file mode 0120000
 \\ No newline at end of file
 """
 
-MODE_CHANGE = """\
-diff --git a/work.py b/work.py
-old mode 0100644
-new mode 0100755
-"""
+SUBMODULE = SYMLINK.replace("new file mode 0120000", "new file mode 0160000").replace(
+    "+@OUTSIDE@/fast_work.py\n\\ No newline at end of file\n",
+    "+Subproject commit 5e1ec7ed5e1ec7ed5e1ec7ed5e1ec7ed5e1ec7ed\n")
 
 SECRETS = guarded("secrets", """
 import os
@@ -406,9 +405,9 @@ def forge_outside(repo: Repo, attack: Attack) -> Outcome:
     run = plain_run(repo, attack)
     namespace: dict[str, Any] = {}
     exec(compile(FORGE, "forger", "exec"), namespace)
-    namespace["forge"](str(repo.journal))
-    print_ran = f"REDTEAM-RAN journal-outside\nREDTEAM-WROTE {repo.journal}\n"
-    (repo.outside / "forger.out").write_text(print_ran)
+    with (repo.outside / "forger.out").open("w") as out, contextlib.redirect_stdout(out):
+        print("REDTEAM-RAN journal-outside")
+        namespace["forge"](str(repo.journal))
     return observe(repo, run)
 
 
@@ -490,9 +489,10 @@ ATTACKS: tuple[Attack, ...] = (
            "work.py a link outside the repository",
            refused_judge("symlink-padded-mode", ("work.py", "symlink")),
            patches=(("symlink-padded-mode", SYMLINK),), prepare=write_outside_work),
-    Attack("mode-change", "extra", "a patch changes work.py's mode to 0100755",
-           refused_judge("mode-change", ("work.py", "mode")),
-           patches=(("mode-change", MODE_CHANGE),)),
+    Attack("submodule-padded-mode", "finding 3", "a patch with `new file mode 0160000` "
+           "makes work.py a submodule", refused_judge("submodule-padded-mode",
+                                                      ("work.py", "submodule")),
+           patches=(("submodule-padded-mode", SUBMODULE),)),
     Attack("secrets", "finding 4", "the bench reads OPENAI_API_KEY from /proc/<ppid>/environ "
            "and /proc/*/environ", leaked_judge("secrets", tuple(KEYS.values())),
            patches=(("secrets", top_patch(SECRETS)),), env=KEYS),

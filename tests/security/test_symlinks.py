@@ -2,7 +2,8 @@
 
 ``git apply`` takes ``new file mode 0120000`` as a symbolic link; a check that reads the
 patch's text for ``120000`` lets it through, and the measured code is then a file outside
-the repository, in neither the patch nor the journal.
+the repository, in neither the patch nor the journal. ``new file mode 0160000`` makes a
+submodule the same way: the measured code would be a commit the patch only names.
 """
 
 from __future__ import annotations
@@ -19,6 +20,6 @@ def test_a_zero_padded_symlink_mode_is_refused(tmp_path: Path) -> None:
     assert not [e for e in outcome.experiments if e["state"] == "kept"]
 
 
-def test_a_zero_padded_mode_change_is_refused(tmp_path: Path) -> None:
-    verdict, _ = run_attack(BY_NAME["mode-change"], tmp_path)
+def test_a_zero_padded_submodule_mode_is_refused(tmp_path: Path) -> None:
+    verdict, _ = run_attack(BY_NAME["submodule-padded-mode"], tmp_path)
     assert verdict.blocked, verdict.line
