@@ -356,7 +356,6 @@ def _writable(d):
     p = os.path.join(d, "rt-probe-@TOKEN@")
     try:
         open(p, "w").close()
-        os.remove(p)
         return True
     except OSError:
         return False
@@ -373,7 +372,7 @@ _seen["journal"] = [p for p in ("@REPO@/.assay/journal.sqlite", "../../journal.s
 _seen["other_tree"] = glob.glob("@REPO@/.assay/worktrees/*-a/work.py") + glob.glob("../*-a/work.py")
 _seen["user_checkout"] = [p for p in ("@REPO@/assay.toml", "@REPO@/README.md") if os.path.exists(p)]
 _gd = []
-for _p in ("@REPO@/.git", "@REPO@/.git/refs/heads"):
+for _p in ("@REPO@/.git", "@REPO@/.git/hooks"):
     if _writable(_p):
         _gd.append(_p)
 _seen["git_writable"] = _gd

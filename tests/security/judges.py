@@ -187,7 +187,8 @@ def checkout_judge(name: str, files: tuple[str, ...], proposed: str = "") -> Jud
 
 
 def probe_seen(o: Outcome) -> dict[str, list[str]]:
-    """What the probe candidate saw, merged over all its runs."""
+    """What the probe candidate saw, merged over all its runs; what it wrote into the git
+    folder, as the real folder shows it."""
     seen: dict[str, list[str]] = {}
     for ln in o.printed("REDTEAM-PROBE "):
         try:
@@ -196,6 +197,11 @@ def probe_seen(o: Outcome) -> dict[str, list[str]]:
             continue
         for k, v in data.items():
             seen.setdefault(k, []).extend(str(x) for x in v)
+    if seen:  # a write into a folder that covers .git goes nowhere: look at the real one
+        git_dir = o.repo.root / ".git"
+        seen["git_writable"] = [str(p) for p in (git_dir / f"rt-probe-{o.repo.token}",
+                                                 git_dir / "hooks" / f"rt-probe-{o.repo.token}")
+                                if p.exists()]
     return seen
 
 
