@@ -159,7 +159,7 @@ def processes_judge(name: str, grace: float = 15.0) -> Judge:
         if overlap:
             return not_blocked(f"a process the candidate left was alive during {overlap} "
                                "samples of the incumbent's runs")
-        return blocked(f"no process of the run was alive {grace:g}s after it ended")
+        return blocked("no process the attack started was left when the run ended")
 
     return judge
 
