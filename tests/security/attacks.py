@@ -391,6 +391,25 @@ HOLDOUT_FILES = {
     "holdout/secret.txt": "HOLDOUT-SECRET-@TOKEN@\n",
     "holdout.py": "print('METRIC quality=1')\n",
 }
+# The agent runs the same probe and reports what it saw through its hypothesis (its own
+# output is not kept; a hypothesis keeps 300 characters), which the journal then shows.
+PROBING_AGENT = f'''\
+import contextlib, io, json, pathlib
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    exec(compile({PROBE!r}, "probe", "exec"), {{"__name__": "probe"}})
+seen = {{}}
+for ln in out.getvalue().splitlines():
+    if ln.startswith("REDTEAM-PROBE "):
+        seen = json.loads(ln[len("REDTEAM-PROBE "):])
+short = {{k: (["@TOKEN@"] if any("@TOKEN@" in t for t in v) else []) if k == "holdout"
+         else ["seen"] if v else [] for k, v in seen.items()}}
+work = pathlib.Path("work.py")
+work.write_text(work.read_text().replace("SIZE = @SIZE@", "SIZE = @SIZE@ // 2"))
+pathlib.Path(".assay-hypothesis.txt").write_text("REDTEAM-PROBE " + json.dumps(short) + "\\n")
+'''
+
 HOLDOUT_CONFIG = """
 [holdout_metric]
 name = "quality"
@@ -543,6 +562,12 @@ ATTACKS: tuple[Attack, ...] = (
            "other tree, the checkout, .git, the holdout and the network", probe_judge,
            patches=(("probe", top_patch(PROBE)),), args=("--name", "rtrun-@TOKEN@"),
            files=HOLDOUT_FILES, config=HOLDOUT_CONFIG,
+           commands='holdout = "@PYTHON@ holdout.py"', scope='holdout = ["holdout/**"]'),
+    Attack("agent-visibility", "extra", "the agent proposer looks for the same, and says what "
+           "it saw in its hypothesis", probe_judge, proposer="agent",
+           args=("--name", "rtrun-@TOKEN@"), files={**HOLDOUT_FILES,
+                                                   "tools/agent.py": PROBING_AGENT},
+           config=AGENT_CONFIG + HOLDOUT_CONFIG,
            commands='holdout = "@PYTHON@ holdout.py"', scope='holdout = ["holdout/**"]'),
     Attack("agent-without-sandbox", "no silent fallback", "an agent run where no sandbox "
            "works, without --unconfined", unconfined_refused, proposer="agent",

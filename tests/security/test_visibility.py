@@ -4,7 +4,8 @@ One run of a probing candidate (its bench lists what it finds and prints it as J
 test reads one property of what it saw. The probe looks for the orchestrator in ``/proc``
 (by the run name on its command line), the journal, the other slot's tree, the user's
 checkout, a writable ``.git``, the holdout file (by its content), and a listener on the
-host's loopback (by the connections that listener received).
+host's loopback (by the connections that listener received). The agent proposer's command
+runs the same probe and says what it saw in its hypothesis.
 """
 
 from __future__ import annotations
@@ -52,3 +53,25 @@ def test_the_holdout_is_unreadable(probed: tuple[dict[str, list[str]], Outcome])
 def test_no_network_by_default(probed: tuple[dict[str, list[str]], Outcome]) -> None:
     seen, outcome = probed
     assert seen["network"] == [] and outcome.notes["connections"] == []
+
+
+@pytest.fixture(scope="module")
+def agent_probed(tmp_path_factory: pytest.TempPathFactory
+                 ) -> tuple[dict[str, list[str]], Outcome]:
+    _, outcome = run_attack(BY_NAME["agent-visibility"], tmp_path_factory.mktemp("agent"))
+    seen = probe_seen(outcome)
+    assert seen, f"the agent reported nothing: {outcome.summary()}"
+    return seen, outcome
+
+
+@pytest.mark.parametrize("what", ["assay_process", "journal", "other_tree", "user_checkout",
+                                  "git_writable", "holdout", "network"])
+def test_the_agent_proposer_sees_none_of_it(
+        agent_probed: tuple[dict[str, list[str]], Outcome], what: str) -> None:
+    seen, outcome = agent_probed
+    found = seen.get(what, [])
+    if what == "holdout":
+        found = [t for t in found if outcome.repo.token in t]
+    if what == "network":
+        found += [repr(c) for c in outcome.notes["connections"]]
+    assert found == [], f"the agent saw {what}: {found}"
