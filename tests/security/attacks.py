@@ -63,6 +63,35 @@ for _p in set(glob.glob(os.path.join(os.getcwd(), "..", "*-a", "work.py"))
         print("REDTEAM-WROTE", _p, flush=True)
 """)
 
+# Bytecode Python trusts without looking at the source (an unchecked hash-based .pyc), put
+# where the incumbent's interpreter looks for work.py's: beside it, or in the bytecode
+# folder PYTHONPYCACHEPREFIX names. It doubles the incumbent's work.
+EVIL_WORK = WORK.replace("SIZE = @SIZE@", "SIZE = 2 * @SIZE@") + "REDTEAM_BYTECODE = 1\n"
+INCUMBENT_BYTECODE = guarded("incumbent-bytecode", f"""
+import importlib.util, os, sys
+from importlib import _bootstrap_external
+_evil = {EVIL_WORK!r}
+_data = _bootstrap_external._code_to_hash_pyc(compile(_evil, "work.py", "exec"), b"\\0" * 8,
+                                              checked=False)
+_mine = os.getcwd()
+_trees = {{os.path.join(os.path.dirname(_mine), f"s{{i}}-a") for i in range(4)}}
+_trees.add(os.path.join("@REPO@", ".assay", "worktrees", "s0-a"))
+for _t in _trees:
+    _src = os.path.join(_t, "work.py")
+    for _pyc in {{importlib.util.cache_from_source(_src),
+                 os.path.join(_t, "__pycache__", os.path.basename(
+                     importlib.util.cache_from_source(_src)))}}:
+        if not (_pyc.startswith(_t) and os.path.isdir(_t)) and sys.pycache_prefix is None:
+            continue
+        try:
+            os.makedirs(os.path.dirname(_pyc), exist_ok=True)
+            with open(_pyc, "wb") as _fh:
+                _fh.write(_data)
+            print("REDTEAM-WROTE", _pyc, flush=True)
+        except OSError as _exc:
+            print("REDTEAM-STOPPED incumbent-bytecode", _exc, flush=True)
+""")
+
 INCUMBENT_BENCH = guarded("incumbent-bench", """
 import glob, os
 for _p in set(glob.glob(os.path.join(os.getcwd(), "..", "*-a", "bench.py"))
@@ -467,6 +496,12 @@ def install_benchlib(repo: Repo) -> None:
     (SITE / f"rt_benchlib_{repo.token}.py").write_text(BENCHLIB)
 
 
+def bytecode_left(repo: Repo) -> list[str]:
+    """Planted bytecode still where an incumbent's interpreter would load it."""
+    return [str(p.relative_to(repo.root)) for p in repo.state.rglob("work*.pyc")
+            if "-a" in str(p) and b"REDTEAM_BYTECODE" in p.read_bytes()]
+
+
 def pth_left(repo: Repo) -> list[str]:
     return [p.name for p in SITE.glob(f"rt_*{repo.token}*.pth")]
 
@@ -500,6 +535,10 @@ ATTACKS: tuple[Attack, ...] = (
     Attack("incumbent-tree", "finding 1", "a candidate rewrites ../*-a/work.py to slow the "
            "incumbent", sabotage_judge("incumbent-tree", ("work.py",)),
            patches=(("incumbent-tree", top_patch(INCUMBENT_TREE)),)),
+    Attack("incumbent-bytecode", "finding 1", "a candidate plants bytecode for the "
+           "incumbent's work.py (beside it, or in the bytecode folder both sides share)",
+           sabotage_judge("incumbent-bytecode", named=("work",), planted=bytecode_left),
+           patches=(("incumbent-bytecode", top_patch(INCUMBENT_BYTECODE)),)),
     Attack("incumbent-bench", "finding 2", "a candidate rewrites the incumbent's protected "
            "bench.py", sabotage_judge("incumbent-bench", ("bench.py",)),
            patches=(("incumbent-bench", top_patch(INCUMBENT_BENCH)),)),

@@ -1,7 +1,9 @@
 """A candidate cannot touch the incumbent's tree (the containment issue's findings 1 and 2).
 
 Each attack is a queued patch whose module, when imported by the candidate's checks or
-bench, rewrites a file of the incumbent's worktree next to its own (``../*-a/``). Whichever
+bench, rewrites a file of the incumbent's worktree next to its own (``../*-a/``), or plants
+bytecode for it (an unchecked hash-based .pyc, which Python loads without looking at the
+source) beside it or in the bytecode folder ``PYTHONPYCACHEPREFIX`` names. Whichever
 defence stops it (the sandbox hides the tree, or the fingerprints catch the change), a user
 sees the same: the candidate is not kept, no incumbent run was measured on the sabotaged
 tree, the incumbent's tree holds what was committed, and an experiment marked ``invalid``
@@ -20,6 +22,11 @@ def test_a_candidate_that_slows_the_incumbents_code_is_not_kept(tmp_path: Path) 
     verdict, outcome = run_attack(BY_NAME["incumbent-tree"], tmp_path)
     assert verdict.blocked, verdict.line
     assert "assay/" not in outcome.status.text or outcome.status.code == 0
+
+
+def test_bytecode_planted_for_the_incumbent_is_never_run(tmp_path: Path) -> None:
+    verdict, _ = run_attack(BY_NAME["incumbent-bytecode"], tmp_path)
+    assert verdict.blocked, verdict.line
 
 
 def test_a_candidate_that_rewrites_the_incumbents_bench_is_blamed_not_the_incumbent(
