@@ -215,7 +215,9 @@ def probe_judge(o: Outcome) -> Verdict:
         return inconclusive(o, "probe") or not_blocked(
             f"inconclusive: the probe printed nothing ({o.summary()})")
     seen["holdout"] = [t for t in seen.get("holdout", []) if o.repo.token in t]
-    if o.notes.get("connections"):
+    if o.notes.get("agent"):  # a coding agent talks to its model's API
+        seen.pop("network", None)
+    elif o.notes.get("connections"):
         seen["network"] = [*seen.get("network", []), "the host's listener was reached"]
     leaks = {k: v for k, v in seen.items() if v}
     if leaks:

@@ -551,6 +551,7 @@ def run_attack(attack: Attack, parent: Path, setting: Setting = SCRIPTED
                 attack.prepare(repo)
             outcome = (attack.drive or plain_drive)(repo, attack)
             outcome.notes["connections"] = list(server.received)
+            outcome.notes["agent"] = attack.proposer == "agent"
             return attack.judge(outcome), outcome
         finally:
             repo.cleanup()
