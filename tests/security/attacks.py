@@ -497,9 +497,11 @@ def install_benchlib(repo: Repo) -> None:
 
 
 def bytecode_left(repo: Repo) -> list[str]:
-    """Planted bytecode still where an incumbent's interpreter would load it."""
+    """Planted bytecode still where an incumbent tree's interpreter would load it (bytecode
+    for a tree that does not exist is left out: a tree drops its bytecode when made)."""
+    trees = {t.name for t in repo.incumbent_trees()}
     return [str(p.relative_to(repo.root)) for p in repo.state.rglob("work*.pyc")
-            if "-a" in str(p) and b"REDTEAM_BYTECODE" in p.read_bytes()]
+            if trees & set(p.parts) and b"REDTEAM_BYTECODE" in p.read_bytes()]
 
 
 def pth_left(repo: Repo) -> list[str]:
