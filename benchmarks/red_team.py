@@ -15,16 +15,18 @@ happened`` per attack as it goes, then a table, then one summary line that ends 
 only when every attack was blocked (exit 0), ``FAIL`` otherwise (exit 1).
 
 Run it as root and as an unprivileged user too: what a sandbox can do differs between
-them (user namespaces, who owns the files). For example, from a checkout of this
+them (user namespaces, who owns the files). For example, as root, from a checkout of this
 repository::
 
     useradd -m redteam
     git clone . /home/redteam/assay && chown -R redteam: /home/redteam/assay
-    runuser -u redteam -- sh -c 'cd ~/assay && python3 -m venv .venv &&
-        .venv/bin/pip install -e . && .venv/bin/python benchmarks/red_team.py'
+    runuser -l redteam -c 'cd ~/assay && python3 -m venv .venv && .venv/bin/pip install -e .'
+    runuser -l redteam -c 'cd ~/assay && .venv/bin/python benchmarks/red_team.py'
 
-The user needs an environment of their own: some attacks write into the site-packages of
-the interpreter that runs the bench (``sys.executable``). Each attack's repository, home
+``-l`` gives the user their own login environment (``runuser -u`` keeps root's, whose
+``PATH`` names folders the user cannot read). The user needs a virtual environment of their
+own: some attacks write into the site-packages of the interpreter that runs the bench
+(``sys.executable``). Each attack's repository, home
 and scratch files live in one temporary folder, removed at the end (``--keep`` keeps it);
 what an attack left elsewhere (a ``.pth`` file, a cache in ``/tmp``, a process) is
 removed after it is judged.
