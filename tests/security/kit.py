@@ -171,13 +171,14 @@ verify = false
 {extra}
 """
 
-# The tests: two pairs decide (the scripted values make every effect here exact).
+# The tests: two pairs decide (the scripted values make every effect here exact); with two
+# slots, an A/A block first.
 DECISION_SCRIPTED = """\
 [decision]
 rule = "fixed"
 pairs_per_block = 2
 max_pairs = 2
-aa_blocks = 0
+aa_blocks = {aa_blocks}
 delta = 0.05
 """
 
@@ -218,7 +219,11 @@ class Setting:
         return 1e9 / self.size
 
     def decision(self) -> str:
-        return DECISION_SCRIPTED if self.scripted else DECISION_TIMED
+        """The decision table; with two slots or more, an A/A block makes every slot's
+        trees before the first candidate runs."""
+        if not self.scripted:
+            return DECISION_TIMED
+        return DECISION_SCRIPTED.format(aa_blocks=1 if self.slots > 1 else 0)
 
 
 SCRIPTED = Setting()

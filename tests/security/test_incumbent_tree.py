@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.security.attacks import BY_NAME
-from tests.security.kit import run_attack
+from tests.security.kit import Setting, run_attack
 
 
 def test_a_candidate_that_slows_the_incumbents_code_is_not_kept(tmp_path: Path) -> None:
@@ -26,6 +26,11 @@ def test_a_candidate_that_slows_the_incumbents_code_is_not_kept(tmp_path: Path) 
 
 def test_bytecode_planted_for_the_incumbent_is_never_run(tmp_path: Path) -> None:
     verdict, _ = run_attack(BY_NAME["incumbent-bytecode"], tmp_path)
+    assert verdict.blocked, verdict.line
+
+
+def test_bytecode_planted_for_another_slots_incumbent_is_never_left(tmp_path: Path) -> None:
+    verdict, _ = run_attack(BY_NAME["incumbent-bytecode"], tmp_path, Setting(slots=2))
     assert verdict.blocked, verdict.line
 
 
