@@ -47,6 +47,7 @@ from .model import (
     SlotRow,
     Verdict,
 )
+from .usage import Spent, Usage
 
 JOURNAL_NAME = "journal.sqlite"
 
@@ -153,6 +154,20 @@ MIGRATIONS.append(("0008_block_noise", """
                                WHERE m.key = 'block_noise' AND j.key = blocks.id)
      WHERE id IN (SELECT j.key FROM meta m, json_each(m.value) j WHERE m.key = 'block_noise');
     DELETE FROM meta WHERE key = 'block_noise'
+    """))
+
+# Every model call a proposer made (tokens by kind, dollars if priced; NULL = unknown), the
+# experiment it became (NULL until it is recorded, or for a call that gave no candidate).
+MIGRATIONS.append(("0009_model_calls", """
+    CREATE TABLE model_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, session TEXT NOT NULL,
+        call TEXT NOT NULL, model TEXT NOT NULL, experiment_id TEXT,
+        tokens_in INTEGER, tokens_out INTEGER, tokens_cached INTEGER NOT NULL DEFAULT 0,
+        tokens_cache_write INTEGER NOT NULL DEFAULT 0, cost_usd REAL,
+        priced_by TEXT NOT NULL, estimated INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX model_calls_experiment ON model_calls(experiment_id);
+    CREATE INDEX model_calls_session ON model_calls(session)
     """))
 
 _SCHEMA_MIGRATIONS = (
@@ -412,6 +427,54 @@ class Journal:
         self.set_meta("incumbent", {"commit": inc.commit, "params": dict(inc.params),
                                     "experiment_id": inc.experiment_id})
 
+    # -- model calls -------------------------------------------------------------------
+    def add_model_call(self, u: Usage, call: str, session: str) -> int:
+        """Record one model call at once (its experiment is linked when it is added)."""
+        with self.tx():
+            cur = self.conn.execute(
+                "INSERT INTO model_calls (ts, session, call, model, tokens_in, tokens_out,"
+                " tokens_cached, tokens_cache_write, cost_usd, priced_by, estimated)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (time.time(), session, call, u.model, u.tokens_in, u.tokens_out,
+                 u.tokens_cached, u.tokens_cache_write, u.cost_usd, u.priced_by,
+                 int(u.estimated)))
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def model_calls(self, *, session: str | None = None, experiment_id: str | None = None
+                    ) -> list[Usage]:
+        """The calls of one session or one experiment (all calls without either)."""
+        sql = ("SELECT model, tokens_in, tokens_out, tokens_cached, tokens_cache_write, "
+               "cost_usd, priced_by, estimated FROM model_calls")
+        where, args = [], []
+        if session is not None:
+            where.append("session = ?")
+            args.append(session)
+        if experiment_id is not None:
+            where.append("experiment_id = ?")
+            args.append(experiment_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7])) for r in rows]
+
+    def spent(self, session: str | None = None) -> Spent:
+        """The model calls added up (one session's, or the whole journal's), in SQL."""
+        sql = ("SELECT COUNT(*), COALESCE(SUM(cost_usd), 0), COALESCE(SUM(tokens_in), 0),"
+               " COALESCE(SUM(tokens_out), 0), COALESCE(SUM(tokens_cached), 0),"
+               " COALESCE(SUM(cost_usd IS NULL AND (tokens_in IS NOT NULL"
+               " OR tokens_out IS NOT NULL)), 0),"
+               " COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NULL AND tokens_out IS NULL),"
+               " 0) FROM model_calls")
+        args: tuple[str, ...] = ()
+        if session is not None:
+            sql += " WHERE session = ?"
+            args = (session,)
+        r = self.conn.execute(sql, args).fetchone()
+        return Spent(calls=int(r[0]), usd=float(r[1]), tokens_in=int(r[2]),
+                     tokens_out=int(r[3]), tokens_cached=int(r[4]), unpriced=int(r[5]),
+                     unknown=int(r[6]))
+
     # -- events --------------------------------------------------------------------
     def event(self, kind: str, message: str, experiment_id: str | None = None,
               **data: Any) -> None:
@@ -464,6 +527,10 @@ class Journal:
                 (exp_id, seq, state.value, cand.base_commit, cand.patch, _dumps(dict(cand.params)),
                  cand.hypothesis, cand.proposer, _dumps(list(cand.sources)), cand.hypothesis_id,
                  _dumps(dict(cand.meta)), cand.digest, now, now, note))
+            calls = [int(c) for c in cand.meta.get("model_calls", ()) or ()]
+            if calls:
+                self.conn.executemany("UPDATE model_calls SET experiment_id = ? WHERE id = ?",
+                                      [(exp_id, c) for c in calls])
             if cand.hypothesis_id is not None:
                 self.conn.execute("UPDATE hypotheses SET status = 'testing' WHERE id = ? "
                                   "AND status = 'open'", (cand.hypothesis_id,))

@@ -75,7 +75,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 # keys added since the first round to sections it already covered
 NEW_KEYS: dict[str, tuple[str, ...]] = {
     "decision": ("keep_on", "platform_tolerance", "confidence", "confirm"),
-    "run": ("compile_cache", "warm_up", "verify"),
+    "run": ("compile_cache", "warm_up", "verify", "max_usd", "max_tokens", "session_max_usd",
+            "stop_after_discards"),
     "research": ("offline", "max_papers", "top", "queries", "github", "measure"),
 }
 VALUES = st.sampled_from([

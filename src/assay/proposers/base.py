@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Target
+from ..meter import Meter
 from ..model import Candidate, Experiment, Hypothesis, Incumbent
 
 
@@ -74,6 +75,9 @@ class ProposalContext:
     # Returns a clean checkout of the incumbent, for proposers that read or edit files.
     checkout: Callable[[str], Path] | None = None
     files: Mapping[str, str] = field(default_factory=dict)  # editable files at the incumbent
+    # Checks each model call against the spending caps and records it (assay.meter); a
+    # proposer that calls a model without one uses its own, uncapped and unrecorded.
+    meter: Meter | None = None
 
 
 class Proposer(ABC):
