@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import api
 from .errors import AssayError
-from .faces.terminal import number, pct, plural
+from .faces.terminal import number, pct, plural, print_spend
 from .model import Direction
 from .registry import PROPOSERS
 from .strictjson import dumps
@@ -98,6 +98,9 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
                                        "HEAD, replaying the kept changes it lacks."),
         retry: bool = typer.Option(False, "--retry", help="Measure again queued patches that "
                                    "were already tried."),
+        carry_on: bool = typer.Option(False, "--continue", help="Go on after the last run "
+                                      "stopped at a stop rule (a spending cap, "
+                                      "stop_after_discards, the metric's target)."),
         ) -> None:
     """Run the loop: propose, measure against the incumbent, keep what is real.
 
@@ -118,7 +121,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
                           max_hours=max_hours, on_event=printer.on_event, signals=True,
                           config=config, from_head=from_head,
-                          retry=retry)
+                          retry=retry, carry_on=carry_on)
     except AssayError as exc:
         printer.close()
         _fail(exc)
@@ -163,6 +166,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             console.print("improvement: not verified since the last keep (`assay verify` "
                           f"measures it); the {ver['kept']} kept effect(s) compound to "
                           f"{pct(comp)}{f' ({ratio})' if ratio else ''}", highlight=False)
+    print_spend(console, st["spend"])
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")

@@ -27,9 +27,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .config import RunSpec
 from .errors import CapReached
 from .prices import PriceTable
-from .usage import Spent, Usage
+from .usage import Spent, Usage, dollars
 
 BYTES_PER_TOKEN = 3  # a conservative count: tokenizers average about 4 bytes of text a token
 Record = Callable[[Usage, str], int]  # (usage, call kind) -> the journal's id for it
@@ -52,6 +53,10 @@ def prompt_tokens(*texts: str) -> int:
     bytes over :data:`BYTES_PER_TOKEN`, rounded up (the worst case the caps check)."""
     size = sum(len(t.encode()) for t in texts)
     return -(-size // BYTES_PER_TOKEN)
+
+
+def caps_of(run: RunSpec) -> Caps:
+    return Caps(run.max_usd, run.max_tokens, run.session_max_usd, run.session_max_tokens)
 
 
 class Meter:
@@ -101,7 +106,7 @@ class Meter:
         worst = self.prices.worst_case(model, tokens_in, tokens_out or 0)
         call = (f"the next call may use {tokens_in:,} prompt tokens"
                 + (f" and {tokens_out:,} reply tokens" if tokens_out is not None else "")
-                + (f" (up to ${worst:.4f} at {model}'s prices)" if worst is not None else ""))
+                + (f" (up to {dollars(worst)} at {model}'s prices)" if worst is not None else ""))
         for key, cap, spent in (("max_tokens", c.max_tokens, self.run),
                                 ("session_max_tokens", c.session_max_tokens, self.session)):
             if cap is not None and spent.tokens + extra_tokens > cap:

@@ -35,6 +35,7 @@ class SessionOptions:
     name: str = ""
     from_head: bool = False
     retry: bool = False
+    carry_on: bool = False  # --continue: go on after a stop rule ended the last run
 
 
 def sessions(journal: Journal) -> list[dict[str, Any]]:

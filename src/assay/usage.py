@@ -25,6 +25,13 @@ from dataclasses import dataclass
 PRICED_BY = ("table", "reported", "unknown")
 
 
+def dollars(v: float) -> str:
+    """``$12.35``, ``$0.0308``, ``$0.000034``: enough digits to tell small sums apart."""
+    if v >= 1:
+        return f"${v:,.2f}"
+    return f"${v:.4f}" if v >= 0.01 or v == 0 else f"${v:.6f}"
+
+
 @dataclass(frozen=True)
 class Usage:
     """One model call."""
@@ -81,7 +88,7 @@ class Spent:
 
     def words(self) -> str:
         """``$0.0421 on 12 calls (48,210 tokens)``, naming calls with no price or no usage."""
-        text = (f"${self.usd:.4f} on {self.calls} model call{'s' if self.calls != 1 else ''} "
+        text = (f"{dollars(self.usd)} on {self.calls} model call{'s' if self.calls != 1 else ''} "
                 f"({self.tokens:,} tokens)")
         notes = []
         if self.unpriced:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import lock as lock_mod
+from .. import spend
 from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
@@ -299,7 +300,7 @@ def status_data(target: Target, journal: Journal | None,
                     win_rates={"proposer": [], "source_kind": []},
                     cost=cost_summary([], {}), version="none", last_event=None, branch="",
                     noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
-                           "quarantined": [], "blocks": 0})
+                           "quarantined": [], "blocks": 0}, spend=None)
         return base
     if exps is None:
         exps = journal.experiments(patches=False)
@@ -336,6 +337,7 @@ def status_data(target: Target, journal: Journal | None,
         branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
                          f"assay/{journal.get_meta('run_name', 'main')}"),
         noise=noise_data(target, journal),
+        spend=spend.of_journal(journal, target),
     )
     return base
 
