@@ -63,7 +63,8 @@
   }
   function interval(lo, hi) { return (lo === null || lo === undefined) ? "–" : "[" + pct(lo) + ", " + pct(hi) + "]"; }
   function hours(v) { return (v === null || v === undefined) ? "–" : (v < 0.01 ? (v * 3600).toFixed(1) + " s" : v.toFixed(3) + " h"); }
-  function usd(v) { return (v === null || v === undefined) ? "–" : "$" + v.toFixed(v < 1 ? 4 : 2); }
+  // as assay.usage.dollars: enough digits to tell small sums apart
+  function usd(v) { return (v === null || v === undefined) ? "–" : "$" + v.toFixed(v >= 1 ? 2 : (v >= 0.01 || v === 0 ? 4 : 6)); }
   function ints(v) { return (v === null || v === undefined) ? "–" : Math.round(v).toLocaleString("en-US"); }
   function when(ts) {
     if (!ts) return "–";
@@ -368,7 +369,7 @@
       return el("tr", { "data-spend": key }, el("td", { text: name }), el("td", { cls: "num", text: value }));
     }
     var caps = Object.keys(s.caps || {}).map(function (k) {
-      return k + " " + (k.indexOf("usd") >= 0 ? usd(s.caps[k]) : ints(s.caps[k]));
+      return k + " " + (k.indexOf("usd") >= 0 ? "$" + s.caps[k] : ints(s.caps[k]));  // as configured
     });
     var unknown = [s.unpriced ? s.unpriced + " with price unknown" : null,
                    s.unknown ? s.unknown + " reporting no usage" : null].filter(function (x) { return x; });
@@ -380,7 +381,8 @@
         row("per_kept", "per kept change (" + s.kept + " kept)", usd(s.usd_per_kept)),
         row("per_percent", "per 1% of improvement" + (s.improvement === null || s.improvement === undefined ? "" : " (" + pct(s.improvement) + ", " + s.improvement_source + ")"), usd(s.usd_per_percent)),
         caps.length ? row("caps", "caps", caps.join(", ")) : null,
-        s.stop ? row("stop", "stopped by a rule (" + s.stop.kind + ")", s.stop.reason) : null)));
+        s.stop ? row("stop", "stopped by a rule", s.stop.kind) : null)),
+      s.stop ? el("p", { cls: "note", "data-spend": "stop-reason", text: "The run stopped: " + s.stop.reason + ". `assay run --continue` goes on." }) : null);
   }
   function events() {
     var evs = data.events || [];
