@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from assay.config import Target, parse
-from assay.errors import StoppedRun
+from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
 from assay.model import Block, BlockResult, Candidate, ExperimentState, Slot
@@ -192,3 +192,24 @@ def test_discard_streak_counts_since_the_last_keep() -> None:
         exps.append(j.experiment(e.id))
     assert discard_streak(exps) == 2  # type: ignore[arg-type]
     assert discard_streak(exps[:2]) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("run_keys", "metric_keys", "match"), [
+    ("max_usd = -1", "", r"\[run.max_usd\] -1(\.0)? is out of range"),
+    ("max_tokens = 0.5", "", r"\[run.max_tokens\] must be"),
+    ("stop_after_discards = 0", "", r"\[run.stop_after_discards\] 0 is out of range"),
+    ("", 'target = "fast"', r"\[metric.target\] must be"),
+])
+def test_bad_stop_settings_name_the_key(tmp_path: Path, run_keys: str, metric_keys: str,
+                                        match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as info:
+        target(tmp_path, run_keys, metric_keys)
+    assert info.value.line is not None
+
+
+def test_settings_are_read(tmp_path: Path) -> None:
+    t = target(tmp_path, "max_usd = 2.5\nsession_max_tokens = 1000\nstop_after_discards = 20",
+               "target = 150")
+    assert (t.run.max_usd, t.run.session_max_tokens, t.run.stop_after_discards) == (2.5, 1000,
+                                                                                    20)
+    assert t.metric.target == 150.0 and t.run.max_tokens is None

@@ -712,13 +712,14 @@ class Loop:
         max_hours = max_hours if max_hours is not None else self.target.run.max_hours
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
         self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
-        last = self.journal.get_meta(stops.STOP_KEY)
+        # a stop rule ended proposing: only a run that proposes needs --continue
+        last = self.journal.get_meta(stops.STOP_KEY) if propose else None
         stops.refuse_resume(last, self.session.carry_on)
         if last:
             self.journal.set_meta(stops.STOP_KEY, None)
             self.emit("session", f"going on after the last run's stop ({last.get('kind')}), "
                                  "as --continue asks")
-        else:
+        elif self.target.run.stop_after_discards is not None:
             self._discards = stops.discard_streak(sorted(
                 self.journal.experiments([ExperimentState.KEPT, ExperimentState.DISCARDED],
                                          patches=False), key=lambda e: e.updated_at))
