@@ -258,6 +258,7 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
     from assay.faces import serve
     from assay.faces.data import status_data
     from assay.model import Candidate, Decision, ExperimentState, Verdict
+    from assay.usage import Usage
 
     target = api.load(fresh_target)
     pages = serve.Pages(target)
@@ -276,6 +277,8 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
             exp = journal.add_experiment(Candidate(inc.commit, "", {"SIZE": 10 + k}, f"k{k}",
                                                    "sweep", meta={"cost_usd": 0.25}))
             journal.set_state(exp.id, ExperimentState.INVALID, note="scripted")
+        journal.add_model_call(Usage("gpt-4o", 1000, 100, cost_usd=0.5, priced_by="table"),
+                               "propose", "s1")
         delta = pages.status_since(version)
         assert [r["id"] for r in delta["rows"]] == ["e0007", "e0008", "e0009", "e0010"]
         fresh = status_data(target, journal)
@@ -295,3 +298,6 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
     assert fresh["cost"]["cost_usd"] >= 0.75
     assert fresh["counts"]["kept"] == folded["cost"]["kept"]
     assert delta["total"] == len(fresh["experiments"])
+    # the spend on model calls is read from the journal's sums on every update
+    assert folded["spend"] == fresh["spend"] == delta["spend"]
+    assert fresh["spend"]["calls"] == 1 and fresh["spend"]["usd"] == 0.5

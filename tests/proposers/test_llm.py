@@ -131,7 +131,7 @@ def test_a_cap_is_checked_before_the_call_with_its_worst_case(tmp_path: Path) ->
         cands = proposer.propose(dataclasses.replace(ctx, meter=meter), 3)
     assert len(server.requests) == 1 and len(cands) == 1  # the wave ends with what it made
     assert "[run] max_usd = $0.0" in meter.reached and "is reached" in meter.reached
-    assert "$0.0060 on 1 model call" in meter.reached
+    assert "$0.006000 on 1 model call" in meter.reached
     with pytest.raises(CapReached, match="max_usd"):
         proposer.propose(dataclasses.replace(ctx, meter=meter), 1)
     assert len(server.requests) == 1  # nothing is sent once a cap is reached

@@ -708,7 +708,7 @@
     var pts = (data.progress || { points: [] }).points;
     pts.forEach(function (q, i) { pidx[q.id] = i; });
     (d.points || []).forEach(function (q) { if (pidx[q.id] === undefined) pts.push(q); else pts[pidx[q.id]] = q; });
-    ["counts", "best", "baseline", "improvement", "incumbent", "events", "cost", "lock"].forEach(function (k) {
+    ["counts", "best", "baseline", "improvement", "incumbent", "events", "cost", "spend", "lock"].forEach(function (k) {
       if (d[k] !== undefined) data[k] = d[k];
     });
     data.version = d.version;
