@@ -97,3 +97,17 @@ def test_journal_records_calls_and_links_them_to_their_experiment(tmp_path: Path
     with sqlite3.connect(tmp_path / "journal.sqlite") as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM migrations")}
     assert "0009_model_calls" in names
+
+
+def test_an_older_journal_gets_the_calls_table_when_read(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    Journal.open(path).close()
+    with sqlite3.connect(path) as conn:  # as an assay before model calls were recorded
+        conn.execute("DROP TABLE model_calls")
+        conn.execute("DELETE FROM migrations WHERE name = '0009_model_calls'")
+    conn.close()
+    j = Journal.open(path, readonly=True)
+    try:
+        assert j.spent() == Spent()
+    finally:
+        j.close()
