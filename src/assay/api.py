@@ -370,6 +370,9 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                        for r in journal.runs(exp_id)]
         for d in out["decisions"]:
             d.pop("next_block", None)
+        # the model calls that made it: tokens by kind, dollars (None: price unknown)
+        out["model_calls"] = [dataclasses.asdict(u)
+                              for u in journal.model_calls(experiment_id=exp_id)]
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)

@@ -150,6 +150,8 @@ def test_a_dollar_cap_stops_the_run_midway(capped: tuple[Path, Summary, int, lis
         assert journal.experiments([ExperimentState.KEPT])[0].id == "e0001"
     finally:
         journal.close()
+    [call] = api.show("e0002", root)["model_calls"]
+    assert call["tokens_out"] == 400 and call["cost_usd"] == pytest.approx(CALL_USD)
 
 
 def test_status_and_the_mcp_tool_give_the_spend(
