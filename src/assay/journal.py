@@ -458,22 +458,41 @@ class Journal:
         rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
         return [Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7])) for r in rows]
 
+    _SPENT_SUMS = (
+        "COUNT(*), COALESCE(SUM(cost_usd), 0), COALESCE(SUM(tokens_in), 0),"
+        " COALESCE(SUM(tokens_out), 0), COALESCE(SUM(tokens_cached), 0),"
+        " COALESCE(SUM(cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)),"
+        " 0), COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NULL AND tokens_out IS NULL), 0)")
+
+    @staticmethod
+    def _spent(r: Sequence[Any]) -> Spent:
+        return Spent(calls=int(r[0]), usd=float(r[1]), tokens_in=int(r[2]),
+                     tokens_out=int(r[3]), tokens_cached=int(r[4]), unpriced=int(r[5]),
+                     unknown=int(r[6]))
+
     def spent(self, session: str | None = None) -> Spent:
-        """The model calls added up (one session's, or the whole journal's), in SQL."""
-        sql = ("SELECT COUNT(*), COALESCE(SUM(cost_usd), 0), COALESCE(SUM(tokens_in), 0),"
-               " COALESCE(SUM(tokens_out), 0), COALESCE(SUM(tokens_cached), 0),"
-               " COALESCE(SUM(cost_usd IS NULL AND (tokens_in IS NOT NULL"
-               " OR tokens_out IS NOT NULL)), 0),"
-               " COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NULL AND tokens_out IS NULL),"
-               " 0) FROM model_calls")
+        """The model calls added up (one session's, or the whole journal's), in SQL: every
+        figure of tokens or dollars that assay shows is read from here."""
+        sql = f"SELECT {self._SPENT_SUMS} FROM model_calls"
         args: tuple[str, ...] = ()
         if session is not None:
             sql += " WHERE session = ?"
             args = (session,)
-        r = self.conn.execute(sql, args).fetchone()
-        return Spent(calls=int(r[0]), usd=float(r[1]), tokens_in=int(r[2]),
-                     tokens_out=int(r[3]), tokens_cached=int(r[4]), unpriced=int(r[5]),
-                     unknown=int(r[6]))
+        return self._spent(self.conn.execute(sql, args).fetchone())
+
+    def spent_by_experiment(self, ids: Sequence[str] | None = None) -> dict[str, Spent]:
+        """The model calls of each experiment added up, in SQL (those of ``ids`` only when
+        given); an experiment that made no call is absent."""
+        sql = (f"SELECT experiment_id, {self._SPENT_SUMS} FROM model_calls"
+               " WHERE experiment_id IS NOT NULL")
+        args: list[str] = []
+        if ids is not None:
+            if not ids:
+                return {}
+            sql += f" AND experiment_id IN ({','.join('?' * len(ids))})"
+            args = list(ids)
+        rows = self.conn.execute(sql + " GROUP BY experiment_id", args).fetchall()
+        return {str(r[0]): self._spent(r[1:]) for r in rows}
 
     # -- events --------------------------------------------------------------------
     def event(self, kind: str, message: str, experiment_id: str | None = None,

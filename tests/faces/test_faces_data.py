@@ -93,6 +93,11 @@ def test_win_rates_and_cost(ran_target: Path) -> None:
     assert cost["tokens"] == 1200 + 300 + 900 + 250 + 2000 + 500
     assert abs(cost["cost_usd"] - 0.051) < 1e-9
     assert abs(cost["cost_usd_per_kept"] - 0.017) < 1e-9
+    assert (cost["tokens"], cost["cost_usd"]) == (st["spend"]["tokens"], st["spend"]["usd"])
+    rows = {r["id"]: r for r in st["experiments"]}
+    assert (rows["e0001"]["tokens_in"], rows["e0001"]["tokens_out"]) == (1200, 300)
+    assert rows["e0005"]["cost_usd"] == pytest.approx(0.03)
+    assert rows["e0003"]["tokens_in"] == 0 and rows["e0003"]["cost_usd"] == 0
     # One GPU per slot: GPU-hours equal the summed run wall time (calibration included).
     assert cost["gpu_hours"] > 0 and abs(cost["gpu_hours"] - cost["run_hours"]) < 1e-12
     target = api.load(ran_target)

@@ -114,7 +114,7 @@ class Pages:
                 overview = (self._cache or cached)[1]
                 baseline = overview.data["baseline"]
                 delta = changes(self.target, journal, after, overview.kept_steps(), baseline)
-                new = overview.fold(delta["rows"], version, events)
+                new = overview.fold(delta["rows"], version, events, journal.spent())
                 new["spend"] = spend.of_journal(journal, self.target)  # sums in SQL
                 self._cache = (key, overview)
             return {"since": since, "version": version, "rows": delta["rows"],
