@@ -361,7 +361,8 @@ class Journal:
                 q("SELECT MAX(id) FROM events").fetchone()[0],
                 q("SELECT COUNT(*) FROM runs").fetchone()[0],
                 q("SELECT COUNT(*) FROM decisions").fetchone()[0],
-                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None)
+                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None,
+                q("SELECT MAX(id) FROM model_calls").fetchone()[0])
 
     def migrate(self) -> list[str]:
         applied: list[str] = []
@@ -628,10 +629,12 @@ class Journal:
                                 (seq,)).fetchone()
         return (str(prev[0]) if prev else None, str(nxt[0]) if nxt else None)
 
-    def version(self) -> tuple[float, int]:
-        """(the last write to an experiment, the last event id): two index lookups."""
+    def version(self) -> tuple[float, int, int]:
+        """(the last write to an experiment, the last event id, the last model call's id):
+        three index lookups."""
         upd = self.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
-        return float(upd or 0.0), self.last_event_id()
+        call = self.conn.execute("SELECT MAX(id) FROM model_calls").fetchone()[0]
+        return float(upd or 0.0), self.last_event_id(), int(call or 0)
 
     def find_digest(self, digest: str) -> str | None:
         row = self.conn.execute("SELECT id FROM experiments WHERE digest = ? ORDER BY seq LIMIT 1",

@@ -305,3 +305,29 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
     # the spend on model calls is read from the journal's sums on every update
     assert folded["spend"] == fresh["spend"] == delta["spend"]
     assert fresh["spend"]["calls"] == 4  # the fixture's three, and the one above
+
+
+def test_a_model_call_alone_reaches_the_dashboard_and_the_report_cache(
+        fresh_target: Path) -> None:
+    """A call that gives no experiment (a NO_MORE_IDEAS reply) writes no experiment and no
+    event; the dashboard's update and the cached overview still carry its cost."""
+    from assay import api
+    from assay.faces import serve
+    from assay.usage import Usage
+
+    target = api.load(fresh_target)
+    pages = serve.Pages(target)
+    before = pages.status()
+    journal = api.open_journal(target)
+    try:
+        journal.add_model_call(Usage("gpt-4o", 1000, 100, cost_usd=0.5, priced_by="table"),
+                               "propose", "s1")
+    finally:
+        journal.close()
+    delta = pages.status_since(before["version"])
+    assert delta["version"] != before["version"] and delta["rows"] == []
+    assert delta["spend"]["calls"] == before["spend"]["calls"] + 1
+    assert delta["cost"]["cost_usd"] == pytest.approx(before["cost"]["cost_usd"] + 0.5)
+    again = pages.status()
+    assert again["spend"] == delta["spend"]
+    assert again["cost"]["cost_usd"] == pytest.approx(delta["cost"]["cost_usd"])

@@ -440,10 +440,10 @@ def _quarantines(journal: Journal, names: Sequence[str], ends: Sequence[float],
 
 
 def version_of(journal: Journal) -> str:
-    """What the dashboard asks changes since: the last write to an experiment and the last
-    event (two index lookups, whatever the journal's size)."""
-    upd, ev = journal.version()
-    return f"{upd!r}:{ev}"  # repr: the float reads back exactly
+    """What the dashboard asks changes since: the last write to an experiment, the last
+    event and the last model call (index lookups, whatever the journal's size)."""
+    upd, ev, call = journal.version()
+    return f"{upd!r}:{ev}:{call}"  # repr: the float reads back exactly
 
 
 def parse_version(text: str) -> float | None:
