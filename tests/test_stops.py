@@ -13,7 +13,8 @@ from assay.config import Target, parse
 from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
-from assay.model import Block, BlockResult, Candidate, ExperimentState, Slot
+from assay.loop import Summary
+from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer
 from assay.sessions import SessionOptions
 from assay.stops import STOP_KEY, discard_streak
@@ -110,7 +111,7 @@ def executor(seed: int = 3, ceiling: float = float("inf")) -> FunctionExecutor:
 
 def run(t: Target, proposer: Proposer, journal: Journal | None = None,
         carry_on: bool = False, events: list[str] | None = None,
-        ceiling: float = float("inf")) -> tuple[object, Journal]:
+        ceiling: float = float("inf")) -> tuple[Summary, Journal]:
     j = journal or Journal.memory()
     record: Callable[[str, str, object], None] = (
         (lambda k, m, e: events.append(f"{k}: {m}")) if events is not None
@@ -127,7 +128,7 @@ def test_a_dollar_cap_stops_proposing_and_says_what_was_spent(tmp_path: Path) ->
     summary, j = run(target(tmp_path, "max_usd = 0.05"), prop, events=events)
     assert prop.asks == 4
     assert j.spent().calls == 4 and j.spent().usd == pytest.approx(0.048)
-    stopped = summary.stopped  # type: ignore[attr-defined]
+    stopped = summary.stopped
     assert stopped.startswith("the cap [run] max_usd = $0.05 is reached")
     assert "$0.0480 on 4 model calls" in stopped
     assert any(e.startswith("stop: stopping (cap)") for e in events)
@@ -143,10 +144,10 @@ def test_a_dollar_cap_stops_proposing_and_says_what_was_spent(tmp_path: Path) ->
 def test_a_token_cap_counts_the_whole_run_across_sessions(tmp_path: Path) -> None:
     t = target(tmp_path, "max_tokens = 40000")
     summary, j = run(t, Scripted(NULLS[:2]))
-    assert j.spent().tokens == 22_000 and not summary.stopped.startswith("the cap")  # type: ignore[attr-defined]
+    assert j.spent().tokens == 22_000 and not summary.stopped.startswith("the cap")
     summary, j = run(t, Scripted(NULLS[2:5]), journal=j)
     assert j.spent().tokens == 33_000  # one more call fits: 33,000 + 11,000 > 40,000
-    assert "max_tokens = 40,000 is reached" in summary.stopped  # type: ignore[attr-defined]
+    assert "max_tokens = 40,000 is reached" in summary.stopped
 
 
 def test_stop_after_discards_and_continue(tmp_path: Path) -> None:
@@ -156,7 +157,7 @@ def test_stop_after_discards_and_continue(tmp_path: Path) -> None:
     # the keep broke the first run of discards; three in a row after it stop the run
     assert states == [ExperimentState.DISCARDED, ExperimentState.KEPT] + [
         ExperimentState.DISCARDED] * 3
-    assert summary.stopped.startswith("3 decided experiments in a row were not kept")  # type: ignore[attr-defined]
+    assert summary.stopped.startswith("3 decided experiments in a row were not kept")
     with pytest.raises(StoppedRun, match=r"the last run stopped: 3 decided .* `assay run "
                        r"--continue` goes on \(the run of discards counts afresh\)"):
         run(t, Scripted(NULLS[6:7]), journal=j)
@@ -169,8 +170,8 @@ def test_the_metric_target_stops_the_run_at_the_keep_that_reaches_it(tmp_path: P
     t = target(tmp_path, metric="target = 120")
     summary, j = run(t, Scripted([1.1, 1.3, *NULLS]))
     assert [e.state for e in j.experiments()] == [ExperimentState.KEPT] * 2
-    assert summary.stopped.startswith("the best speed 1")  # type: ignore[attr-defined]
-    assert "reached [metric] target = 120" in summary.stopped  # type: ignore[attr-defined]
+    assert summary.stopped.startswith("the best speed 1")
+    assert "reached [metric] target = 120" in summary.stopped
     with pytest.raises(StoppedRun, match=r"raise \[metric\] target first"):
         run(t, Scripted(NULLS[:1]), journal=j)
 
@@ -178,20 +179,22 @@ def test_the_metric_target_stops_the_run_at_the_keep_that_reaches_it(tmp_path: P
 def test_a_declared_bound_is_a_target_too(tmp_path: Path) -> None:
     t = target(tmp_path, metric="bounds = [0, 115]")
     summary, _ = run(t, Scripted([1.25, *NULLS]), ceiling=115.0)
-    assert "reached the high bound of [metric] bounds = 115" in summary.stopped  # type: ignore[attr-defined]
+    assert "reached the high bound of [metric] bounds = 115" in summary.stopped
 
 
 def test_discard_streak_counts_since_the_last_keep() -> None:
     j = Journal.memory()
     kinds = [ExperimentState.DISCARDED, ExperimentState.KEPT, ExperimentState.DISCARDED,
              ExperimentState.DISCARDED]
-    exps = []
+    exps: list[Experiment] = []
     for i, k in enumerate(kinds):
         e = j.add_experiment(Candidate(ROOT_COMMIT, params={"GAIN": 1 + i / 10}))
         j.set_state(e.id, k)
-        exps.append(j.experiment(e.id))
-    assert discard_streak(exps) == 2  # type: ignore[arg-type]
-    assert discard_streak(exps[:2]) == 0  # type: ignore[arg-type]
+        done = j.experiment(e.id)
+        assert done is not None
+        exps.append(done)
+    assert discard_streak(exps) == 2
+    assert discard_streak(exps[:2]) == 0
 
 
 @pytest.mark.parametrize(("run_keys", "metric_keys", "match"), [

@@ -47,6 +47,15 @@ class Caps:
     def usd(self) -> bool:
         return self.max_usd is not None or self.session_max_usd is not None
 
+    def set(self) -> dict[str, float | int]:
+        """The caps that are set, by their assay.toml key."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+    def words(self) -> str:
+        """``max_usd $0.04, max_tokens 40,000`` ('' when none is set): how every face
+        names the caps."""
+        return ", ".join(f"{k} {'$' if 'usd' in k else ''}{v:,}" for k, v in self.set().items())
+
 
 def prompt_tokens(*texts: str) -> int:
     """A conservative count of a prompt's tokens, before a tokenizer has seen it: its UTF-8

@@ -40,7 +40,7 @@ def of_journal(journal: Journal, target: Target) -> dict[str, Any]:
     gain, source = improvement(journal)
     caps = caps_of(target.run)
     return summarize(s, kept, gain, source) | {
-        "caps": {k: v for k, v in vars(caps).items() if v is not None},
+        "caps": caps.set(), "caps_words": caps.words(),
         "stop": journal.get_meta(stops.STOP_KEY)}
 
 
@@ -117,9 +117,7 @@ def estimate(target: Target, journal: Journal | None) -> list[str]:
         lines.append(f"  measured: {s.words()} over {n} experiments: {dollars(s.usd / n)} and "
                      f"{s.tokens // n:,} tokens per experiment; {budget} more: about "
                      f"{dollars(s.usd / n * budget)}")
-    caps = caps_of(target.run)
-    named = [f"{k} {'$' if 'usd' in k else ''}{v:,}" for k, v in vars(caps).items()
-             if v is not None]
-    lines.append("  caps: " + (", ".join(named) + " (checked before each call with its "
-                               "worst case)" if named else "none ([run] max_usd, max_tokens)"))
+    named = caps_of(target.run).words()
+    lines.append("  caps: " + (named + " (checked before each call with its worst case)"
+                               if named else "none ([run] max_usd, max_tokens)"))
     return lines

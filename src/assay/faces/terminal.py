@@ -344,7 +344,7 @@ def print_spend(console: Console, sp: dict[str, Any]) -> None:
     """The model calls' spend (assay.spend), its caps, and a stop rule that ended the run."""
     if not sp["calls"] and not sp["caps"]:
         return
-    caps = ", ".join(f"{k} {'$' if 'usd' in k else ''}{v:,}" for k, v in sp["caps"].items())
+    caps = sp["caps_words"]
     console.print(f"spend: {escape(sp['words'])}" + (f" (caps: {caps})" if caps else ""),
                   highlight=False)
     stop = sp.get("stop")

@@ -368,9 +368,6 @@
     function row(key, name, value) {
       return el("tr", { "data-spend": key }, el("td", { text: name }), el("td", { cls: "num", text: value }));
     }
-    var caps = Object.keys(s.caps || {}).map(function (k) {
-      return k + " " + (k.indexOf("usd") >= 0 ? "$" + s.caps[k] : ints(s.caps[k]));  // as configured
-    });
     var unknown = [s.unpriced ? s.unpriced + " with price unknown" : null,
                    s.unknown ? s.unknown + " reporting no usage" : null].filter(function (x) { return x; });
     return el("section", null, title,
@@ -380,7 +377,7 @@
         row("tokens", "tokens (input · cached · output)", ints(s.tokens_in) + " · " + ints(s.tokens_cached) + " · " + ints(s.tokens_out)),
         row("per_kept", "per kept change (" + s.kept + " kept)", usd(s.usd_per_kept)),
         row("per_percent", "per 1% of improvement" + (s.improvement === null || s.improvement === undefined ? "" : " (" + pct(s.improvement) + ", " + s.improvement_source + ")"), usd(s.usd_per_percent)),
-        caps.length ? row("caps", "caps", caps.join(", ")) : null,
+        s.caps_words ? row("caps", "caps", s.caps_words) : null,
         s.stop ? row("stop", "stopped by a rule", s.stop.kind) : null)),
       s.stop ? el("p", { cls: "note", "data-spend": "stop-reason", text: "The run stopped: " + s.stop.reason + ". `assay run --continue` goes on." }) : null);
   }
