@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from assay import spend
 from assay.config import Target, parse
 from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
 from assay.loop import Summary
+from assay.meter import prompt_tokens
 from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer
+from assay.proposers.llm import SYSTEM_PROMPT
 from assay.sessions import SessionOptions
 from assay.stops import STOP_KEY, discard_streak
 from assay.testing import ROOT_COMMIT, memory_loop
@@ -216,3 +219,18 @@ def test_settings_are_read(tmp_path: Path) -> None:
     assert (t.run.max_usd, t.run.session_max_tokens, t.run.stop_after_discards) == (2.5, 1000,
                                                                                     20)
     assert t.metric.target == 150.0 and t.run.max_tokens is None
+
+
+def test_the_plan_estimate_reads_the_llm_settings_as_the_proposer_does(tmp_path: Path) -> None:
+    llm = '\n[proposer.llm]\nprovider = "openai"\nmodel = "scripted-model"\n'
+    t = parse(CONFIG.format(run='proposer = "llm"\nbudget = 10', metric="") + llm
+              + "retries = 1\ncontext_tokens = 2000\nmax_tokens = 500\n", tmp_path)
+    [head, worst, caps] = spend.estimate(t, Journal.memory())
+    tin = 2000 + prompt_tokens(SYSTEM_PROMPT)
+    assert f"at most 3 calls per experiment, each at most {tin:,} prompt and 500 reply" in head
+    assert f"({30 * (tin + 500):,} tokens)" in worst and caps.startswith("  caps: none")
+    bad = parse(CONFIG.format(run='proposer = "llm"', metric="") + llm + 'retries = "two"\n',
+                tmp_path)
+    with pytest.raises(ConfigError, match=r"proposer\.llm\.retries") as info:
+        spend.estimate(bad, None)
+    assert info.value.line is not None

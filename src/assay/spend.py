@@ -19,7 +19,7 @@ from .journal import Journal
 from .meter import caps_of, prompt_tokens
 from .model import ExperimentState
 from .prices import for_target
-from .proposers.llm import SYSTEM_PROMPT
+from .proposers.llm import CONTEXT_TOKENS, MAX_TOKENS, RETRIES, SYSTEM_PROMPT
 from .usage import Spent, dollars
 
 
@@ -87,8 +87,8 @@ def estimate(target: Target, journal: Journal | None) -> list[str]:
     name = target.run.proposer
     if name not in ("llm", "agent"):
         return []
-    sec = target.sections.get("proposer", {}).get(name, {})
-    model = str(sec.get("model", ""))
+    sec = target.section(f"proposer.{name}")  # a bad value: ConfigError naming key and line
+    model = str(sec.get("model", str, ""))
     prices = for_target(target)
     price = prices.find(model)
     budget = target.run.budget
@@ -97,9 +97,10 @@ def estimate(target: Target, journal: Journal | None) -> list[str]:
               f"price unknown: add [prices.\"{model}\"] to assay.toml")
     head = f"spend: {name} proposer, model {model or '(the CLI default)'} ({priced})"
     if name == "llm":
-        calls = 1 + int(sec.get("retries", 2)) + 1
-        tin = int(sec.get("context_tokens", 24_000)) + prompt_tokens(SYSTEM_PROMPT)
-        tout = int(sec.get("max_tokens", 4096))
+        calls = 1 + int(sec.number("retries", RETRIES, integer=True)) + 1
+        tin = (int(sec.number("context_tokens", CONTEXT_TOKENS, integer=True))
+               + prompt_tokens(SYSTEM_PROMPT))
+        tout = int(sec.number("max_tokens", MAX_TOKENS, integer=True))
         worst = prices.worst_case(model, tin, tout)
         each = dollars(worst) if worst is not None else "price unknown"
         lines.append(f"{head}: at most {calls} calls per experiment, each at most {tin:,} "

@@ -106,14 +106,19 @@ and keep the program correct (its checks must still pass).
 
 """ + FORMAT_RULES
 
+# defaults of [proposer.llm], read here and by `assay plan`'s spend estimate (assay.spend)
+RETRIES = 2
+CONTEXT_TOKENS = 24_000
+MAX_TOKENS = 4096
+
 
 class LLMProposer(Proposer):
     """Proposals from a chat model, as SEARCH/REPLACE edits turned into git diffs."""
 
     name = "llm"
 
-    def __init__(self, target: Target, client: ChatClient, *, retries: int = 2,
-                 context_tokens: int = 24_000,
+    def __init__(self, target: Target, client: ChatClient, *, retries: int = RETRIES,
+                 context_tokens: int = CONTEXT_TOKENS,
                  whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES,
                  prices: PriceTable | None = None) -> None:
         self.target = target
@@ -143,15 +148,15 @@ class LLMProposer(Proposer):
                           valid="the name of an environment variable, or \"\" for no key")
         settings_kw: dict[str, Any] = dict(
             temperature=sec.number("temperature", None, low=0.0, high=2.0),
-            max_tokens=sec.number("max_tokens", 4096, low=1, integer=True),
+            max_tokens=sec.number("max_tokens", MAX_TOKENS, low=1, integer=True),
             max_tokens_field=sec.choice("max_tokens_field",
                                         ("max_tokens", "max_completion_tokens"), "max_tokens"),
             timeout_s=float(sec.number("timeout_s", 300.0, low=1.0)),
             http_retries=sec.number("http_retries", 5, low=0, high=20, integer=True),
             max_backoff_s=float(sec.number("max_backoff_s", 60.0, low=0.0)),
         )
-        retries = sec.number("retries", 2, low=0, high=10, integer=True)
-        context_tokens = sec.number("context_tokens", 24_000, low=1000, integer=True)
+        retries = sec.number("retries", RETRIES, low=0, high=10, integer=True)
+        context_tokens = sec.number("context_tokens", CONTEXT_TOKENS, low=1000, integer=True)
         whole = sec.number("whole_file_max_bytes", WHOLE_FILE_MAX_BYTES, low=0, integer=True)
         for old in ("price_in_per_mtok", "price_out_per_mtok"):
             if sec.has(old):
