@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from assay.config import Target, parse
+from assay.meter import Meter
 from assay.model import Incumbent
+from assay.prices import for_target
 from assay.proposers.base import ProposalContext
 
 
@@ -56,6 +58,7 @@ def context_of(target: Target, commit: str, **kw: Any) -> ProposalContext:
     if files is None:
         files = {p: (target.root / p).read_text() for p in tracked(target.root)
                  if target.is_editable(p) and not target.is_protected(p)}
+    kw.setdefault("meter", Meter(for_target(target)))  # uncapped, unrecorded
     return ProposalContext(target=target, incumbent=Incumbent(commit), files=files, **kw)
 
 

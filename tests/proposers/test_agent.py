@@ -515,3 +515,9 @@ def test_config_errors(tmp_path: Path, agent: str, match: str) -> None:
     target, _ = repo(tmp_path, agent)
     with pytest.raises(ConfigError, match=match):
         AgentProposer.from_target(target)
+
+
+def test_a_context_without_a_meter_is_refused(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, "print('{}')\n")))
+    with pytest.raises(ProposerError, match="has no meter to count and cap the calls"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=None), 1)

@@ -69,9 +69,7 @@ from typing import Any
 
 from ..config import Target, glob_match
 from ..errors import ProposerError
-from ..meter import Meter
 from ..model import Candidate
-from ..prices import for_target
 from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
 from ..process import run as run_process
 from ..usage import Usage
@@ -146,7 +144,6 @@ class AgentProposer(Proposer):
         self._environ = environ
         self._lock = threading.Lock()
         self.last_brief = ""
-        self.meter = Meter(for_target(target))  # when the context brings none
 
     @classmethod
     def from_target(cls, target: Target, *,
@@ -226,7 +223,7 @@ class AgentProposer(Proposer):
         note = ""
         runs = 0
         total_wall = 0.0
-        meter = context.meter or self.meter
+        meter = context.metered(self.name)
         used: list[Usage] = []
         calls: list[int] = []
         while True:

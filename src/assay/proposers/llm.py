@@ -71,7 +71,6 @@ from ..config import Target
 from ..errors import CapReached, ProposerError
 from ..meter import Meter, prompt_tokens
 from ..model import Candidate
-from ..prices import PriceTable, for_target
 from ..usage import Usage
 from .base import ProposalContext, Proposer
 from .chat import (
@@ -119,14 +118,12 @@ class LLMProposer(Proposer):
 
     def __init__(self, target: Target, client: ChatClient, *, retries: int = RETRIES,
                  context_tokens: int = CONTEXT_TOKENS,
-                 whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES,
-                 prices: PriceTable | None = None) -> None:
+                 whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES) -> None:
         self.target = target
         self.client = client
         self.retries = retries
         self.context_tokens = context_tokens
         self.whole_file_max_bytes = whole_file_max_bytes
-        self.meter = Meter(prices or for_target(target))  # when the context brings none
         self.last_context: BuiltContext | None = None
 
     @classmethod
@@ -187,7 +184,7 @@ class LLMProposer(Proposer):
         seen = set(context.tried_digests)
         out: list[Candidate] = []
         wave: list[str] = []
-        meter = context.meter or self.meter
+        meter = context.metered(self.name)
         for i in range(n):
             try:
                 cand = self._one(context, built, files, i, n, wave, seen, meter)
