@@ -125,6 +125,15 @@ def test_experiment_detail_has_logs_diff_and_decision(ran_target: Path) -> None:
     assert patched["decisions"][-1]["verdict"] == "keep"
     assert patched["source_kind"] == "profile"
     assert patched["cost"]["tokens_in"] == 2000
+    journal = api.open_journal(target, readonly=True)
+    try:
+        details = data.report_data(target, journal)["details"]
+    finally:
+        journal.close()
+    model = ("tokens_in", "tokens_out", "cost_usd")
+    assert [details["e0005"]["cost"][k] for k in model] == [patched["cost"][k] for k in model]
+    assert (details["e0001"]["cost"]["tokens_out"], details["e0003"]["cost"]["cost_usd"]) == (
+        300, 0)
     assert patched["prev"] == "e0004" and patched["next"] == "e0006"
     assert any("METRIC speed=" in (r["stdout"] or "") for r in patched["runs"])
 

@@ -561,7 +561,8 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
         return None
     hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}
     out = _detail(target, journal, exp, journal.decisions(exp_id), journal.blocks(exp_id),
-                  journal.runs(exp_id), slot_gpus(target, journal), hyps, tail_bytes, True)
+                  journal.runs(exp_id), slot_gpus(target, journal), hyps,
+                  journal.spent_by_experiment([exp_id]).get(exp_id), tail_bytes, True)
     if order is not None:
         seqs = list(order)
         i = seqs.index(exp_id)
@@ -576,7 +577,7 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
 def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequence[Any],
             blocks: Sequence[BlockRow], runs: Sequence[RunResult],
             gpus: Mapping[str, int], hyps: Mapping[int, dict[str, Any]],
-            tail_bytes: int | None,
+            spent: Spent | None, tail_bytes: int | None,
             block_logs: bool, patch_limit: int | None = None) -> dict[str, Any]:
     """One experiment's details from rows already loaded (``tail_bytes`` None: no log text)."""
     exp_id = exp.id
@@ -591,8 +592,7 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
                         | {"verdict": d.verdict.value, "details": dict(d.details)}
                         for d in decisions]
     root = os.path.join(str(target.root), "")
-    out["cost"] = run_cost(runs, gpus) | model_cost(
-        journal.spent_by_experiment([exp_id]).get(exp_id))
+    out["cost"] = run_cost(runs, gpus) | model_cost(spent)
     out["runs"] = []
     for r in runs:
         out["runs"].append({
@@ -652,9 +652,11 @@ def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         runs = journal.runs_of(None)
         gpus = slot_gpus(target, journal)
         hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}  # shared by rows
+        spent = journal.spent_by_experiment()
         for e in exps:
             details[e.id] = _detail(target, journal, e, decisions.get(e.id, []),
                                     blocks.get(e.id, []), runs.get(e.id, []), gpus, hyps,
+                                    spent.get(e.id),
                                     None if large else REPORT_TAIL_BYTES, not large,
                                     REPORT_PATCH_CHARS if large else None)
     data["details"] = details
