@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import contain, keys, process
+from . import contain, keys, process, spend
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
@@ -119,7 +119,7 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
 def session(target: Target, proposer: Proposer | None = None, executor: Executor | None = None,
             on_event: Event | None = None, name: str | None = None,
             lock: bool = True, from_head: bool = False, retry: bool = False,
-            unconfined: bool = False) -> Iterator[Loop]:
+            unconfined: bool = False, carry_on: bool = False) -> Iterator[Loop]:
     """A started loop holding the target's lock; closes everything on exit.
 
     Refuses (ConfigError) candidates of the llm and agent proposers where the machine
@@ -146,7 +146,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         exe = executor or build_executor(target, ws)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
         loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
-                                      unconfined=confinement.unconfined)
+                                      unconfined=confinement.unconfined, carry_on=carry_on)
         if confinement.unconfined:
             journal.set_meta(contain.UNCONFINED, True)
             loop.emit("warn", confinement.warning)
@@ -185,18 +185,25 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         slots: int | None = None, name: str | None = None, max_hours: float | None = None,
         on_event: Event | None = None, signals: bool = False, config: str | None = None,
         proposer_obj: Proposer | None = None, executor_obj: Executor | None = None,
-        from_head: bool = False, retry: bool = False, unconfined: bool = False) -> Summary:
-    """Run one session on the repository at ``root`` until its budget is spent."""
+        from_head: bool = False, retry: bool = False, unconfined: bool = False,
+        carry_on: bool = False) -> Summary:
+    """Run one session on the repository at ``root`` until its budget is spent.
+
+    After a run that a stop rule ended (a spending cap, ``stop_after_discards``, the
+    metric's target: :mod:`assay.stops`) it starts only with ``carry_on`` (``--continue``).
+    """
     target = load(root, config, slots=slots, proposer=proposer, budget=budget)
     started = time.monotonic()
     with session(target, proposer=proposer_obj, executor=executor_obj, on_event=on_event,
-                 name=name, from_head=from_head, retry=retry, unconfined=unconfined) as loop:
+                 name=name, from_head=from_head, retry=retry, unconfined=unconfined,
+                 carry_on=carry_on) as loop:
         if signals:
             loop.install_signal_handlers()
         summary = loop.run(budget=target.run.budget, max_hours=max_hours)
         hours = max_hours if max_hours is not None else target.run.max_hours
         left = None if not hours else hours * 3600 - (time.monotonic() - started)
         _verify_at_end(target, loop, summary, left, executor_obj is None)
+        summary.spend = spend.of_journal(loop.journal, target)
         return summary
 
 
@@ -321,6 +328,7 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
             "verification": _verification(journal, kept),
             "unreproduced": _unreproduced(journal, kept),
             "per_keep": journal.get_meta("per_keep") or [],
+            "spend": spend.of_journal(journal, target),
             # measured, not decided (a provisional keep waiting for its confirmation, say)
             "open": [experiment_dict(journal, e) for e in journal.experiments(
                 [ExperimentState.QUEUED, ExperimentState.RUNNING, ExperimentState.MEASURED],
@@ -394,6 +402,9 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                        for r in journal.runs(exp_id)]
         for d in out["decisions"]:
             d.pop("next_block", None)
+        # the model calls that made it: tokens by kind, dollars (None: price unknown)
+        out["model_calls"] = [dataclasses.asdict(u)
+                              for u in journal.model_calls(experiment_id=exp_id)]
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import api, keys
 from .errors import AssayError
-from .faces.terminal import number, pct, plural
+from .faces.terminal import number, pct, plural, print_spend
 from .model import Direction
 from .registry import PROPOSERS
 from .strictjson import dumps
@@ -102,6 +102,9 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         unconfined: bool = typer.Option(False, "--unconfined", help="Where no sandbox works, "
                                         "run llm and agent candidates anyway, with your full "
                                         "rights (every experiment is marked unconfined)."),
+        carry_on: bool = typer.Option(False, "--continue", help="Go on after the last run "
+                                      "stopped at a stop rule (a spending cap, "
+                                      "stop_after_discards, the metric's target)."),
         ) -> None:
     """Run the loop: propose, measure against the incumbent, keep what is real.
 
@@ -122,7 +125,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
         summary = api.run(root, budget=budget, proposer=proposer, slots=slots, name=name,
                           max_hours=max_hours, on_event=printer.on_event, signals=True,
                           config=config, from_head=from_head,
-                          retry=retry, unconfined=unconfined)
+                          retry=retry, unconfined=unconfined, carry_on=carry_on)
     except AssayError as exc:
         printer.close()
         _fail(exc)
@@ -172,6 +175,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             console.print("improvement: not verified since the last keep (`assay verify` "
                           f"measures it); the {ver['kept']} kept effect(s) compound to "
                           f"{pct(comp)}{f' ({ratio})' if ratio else ''}", highlight=False)
+    print_spend(console, st["spend"])
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")

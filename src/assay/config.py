@@ -180,6 +180,7 @@ class MetricSpec:
     source: str = "stdout"  # "stdout" or a file path (relative to the worktree) to read
     bounds: tuple[float, float] | None = None
     tolerance: float = 0.0  # guards: the relative regression allowed
+    target: float | None = None  # the run stops once the best reaches it (or a bound)
     watch: WatchSpec | None = None  # progress lines and early-stop conditions (assay.watch)
 
 
@@ -251,6 +252,13 @@ class RunSpec:
     # with two or more keeps, the verification also runs the baseline and every kept commit
     # together in this many rounds (assay.chain): steps that compound to their total
     chain_rounds: int = 6
+    # spending caps on model calls (assay.meter): the whole run, and one `assay run`
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    session_max_usd: float | None = None
+    session_max_tokens: int | None = None
+    # stop after this many decided experiments in a row without a keep (None: never)
+    stop_after_discards: int | None = None
 
 
 @dataclass(frozen=True)
@@ -357,6 +365,7 @@ def _metric(sec: Section, guard: bool = False) -> MetricSpec:
         if bounds[0] >= bounds[1]:
             raise sec.error("bounds", "low must be below high", "[low, high] with low < high")
     tol = sec.number("tolerance", 0.0 if not guard else 0.02, low=0.0, high=10.0)
+    goal = None if guard else sec.number("target", None)
     watch = None
     if not guard and sec.has("watch"):
         wsec = sec.table("watch")
@@ -365,7 +374,7 @@ def _metric(sec: Section, guard: bool = False) -> MetricSpec:
     spec = MetricSpec(name=name, direction=direction, unit=sec.get("unit", str, ""),
                       reader=reader, json_path=json_path,
                       source=sec.get("source", str, "stdout"), bounds=bounds, tolerance=tol,
-                      watch=watch)
+                      watch=watch, target=None if goal is None else float(goal))
     sec.reject_unknown()
     return spec
 
@@ -530,6 +539,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         verify=rsec.get("verify", bool, True),
         chain_rounds=rsec.number("chain_rounds", 6, low=0, high=1000, integer=True),
         auto_gpus=auto_gpus,
+        max_usd=rsec.number("max_usd", None, low=0.0),
+        max_tokens=rsec.number("max_tokens", None, low=1, integer=True),
+        session_max_usd=rsec.number("session_max_usd", None, low=0.0),
+        session_max_tokens=rsec.number("session_max_tokens", None, low=1, integer=True),
+        stop_after_discards=rsec.number("stop_after_discards", None, low=1, integer=True),
     )
     rsec.reject_unknown()
 
@@ -580,7 +594,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                          "made", "declare slots per platform, or drop [[platforms]]")
 
     subsystems = {}
-    for key in ("proposer", "executor", "research", "stats", "finalize"):
+    for key in ("proposer", "executor", "research", "stats", "finalize", "prices"):
         sub = top.table(key)
         subsystems[key] = sub.data
     top.reject_unknown()

@@ -13,6 +13,8 @@ The tree::
     ├── ExecutorError          a backend (local, Ray, SkyPilot) failed to run a block
     ├── FinalizeError          `assay finalize` cannot group, branch or measure the kept changes
     ├── ReviewError            a reviewer failed (its command, the LLM reply, the agent CLI)
+    ├── CapReached             a spending cap ([run] max_usd, max_tokens) stops the model calls
+    ├── StoppedRun             the last run stopped by a rule; `assay run --continue` goes on
     └── MissingDependency      an optional extra is not installed: says which to install
 
 Each message says what was wrong, where, and what to do about it.
@@ -79,6 +81,14 @@ class FinalizeError(AssayError):
 
 class ReviewError(AssayError):
     """A reviewer could not review a group: says which reviewer and what it returned."""
+
+
+class CapReached(AssayError):
+    """The next model call could pass a spending cap: the message names the cap and the spend."""
+
+
+class StoppedRun(AssayError):
+    """The last run ended at a stop rule (a cap, a run of discards, the metric's target)."""
 
 
 class MissingDependency(AssayError):

@@ -48,6 +48,7 @@ from .model import (
     SlotRow,
     Verdict,
 )
+from .usage import Spent, Usage
 
 JOURNAL_NAME = "journal.sqlite"
 KEYED = "0009_keyed_seals"
@@ -160,6 +161,19 @@ MIGRATIONS.append(("0008_block_noise", """
 
 # Seals keyed with the journal's own secret (seal.py); every row is sealed again with it
 MIGRATIONS.append((KEYED, seal.reseal_sql()))
+# Every model call a proposer made (tokens by kind, dollars if priced; NULL = unknown), the
+# experiment it became (NULL until it is recorded, or for a call that gave no candidate).
+MIGRATIONS.append(("0010_model_calls", """
+    CREATE TABLE model_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, session TEXT NOT NULL,
+        call TEXT NOT NULL, model TEXT NOT NULL, experiment_id TEXT,
+        tokens_in INTEGER, tokens_out INTEGER, tokens_cached INTEGER NOT NULL DEFAULT 0,
+        tokens_cache_write INTEGER NOT NULL DEFAULT 0, cost_usd REAL,
+        priced_by TEXT NOT NULL, estimated INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX model_calls_experiment ON model_calls(experiment_id);
+    CREATE INDEX model_calls_session ON model_calls(session)
+    """))
 
 _SCHEMA_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
@@ -395,7 +409,8 @@ class Journal:
                 q("SELECT MAX(id) FROM events").fetchone()[0],
                 q("SELECT COUNT(*) FROM runs").fetchone()[0],
                 q("SELECT COUNT(*) FROM decisions").fetchone()[0],
-                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None)
+                q("SELECT value FROM meta WHERE key = 'calibration'").fetchone() is not None,
+                q("SELECT MAX(id) FROM model_calls").fetchone()[0])
 
     def migrate(self) -> list[str]:
         applied: list[str] = []
@@ -466,6 +481,73 @@ class Journal:
         self.set_meta("incumbent", {"commit": inc.commit, "params": dict(inc.params),
                                     "experiment_id": inc.experiment_id})
 
+    # -- model calls -------------------------------------------------------------------
+    def add_model_call(self, u: Usage, call: str, session: str) -> int:
+        """Record one model call at once (its experiment is linked when it is added)."""
+        with self.tx():
+            cur = self.conn.execute(
+                "INSERT INTO model_calls (ts, session, call, model, tokens_in, tokens_out,"
+                " tokens_cached, tokens_cache_write, cost_usd, priced_by, estimated)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (time.time(), session, call, u.model, u.tokens_in, u.tokens_out,
+                 u.tokens_cached, u.tokens_cache_write, u.cost_usd, u.priced_by,
+                 int(u.estimated)))
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
+
+    def model_calls(self, *, session: str | None = None, experiment_id: str | None = None
+                    ) -> list[Usage]:
+        """The calls of one session or one experiment (all calls without either)."""
+        sql = ("SELECT model, tokens_in, tokens_out, tokens_cached, tokens_cache_write, "
+               "cost_usd, priced_by, estimated FROM model_calls")
+        where, args = [], []
+        if session is not None:
+            where.append("session = ?")
+            args.append(session)
+        if experiment_id is not None:
+            where.append("experiment_id = ?")
+            args.append(experiment_id)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        rows = self.conn.execute(sql + " ORDER BY id", args).fetchall()
+        return [Usage(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7])) for r in rows]
+
+    _SPENT_SUMS = (
+        "COUNT(*), COALESCE(SUM(cost_usd), 0), COALESCE(SUM(tokens_in), 0),"
+        " COALESCE(SUM(tokens_out), 0), COALESCE(SUM(tokens_cached), 0),"
+        " COALESCE(SUM(cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)),"
+        " 0), COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NULL AND tokens_out IS NULL), 0)")
+
+    @staticmethod
+    def _spent(r: Sequence[Any]) -> Spent:
+        return Spent(calls=int(r[0]), usd=float(r[1]), tokens_in=int(r[2]),
+                     tokens_out=int(r[3]), tokens_cached=int(r[4]), unpriced=int(r[5]),
+                     unknown=int(r[6]))
+
+    def spent(self, session: str | None = None) -> Spent:
+        """The model calls added up (one session's, or the whole journal's), in SQL: every
+        figure of tokens or dollars that assay shows is read from here."""
+        sql = f"SELECT {self._SPENT_SUMS} FROM model_calls"
+        args: tuple[str, ...] = ()
+        if session is not None:
+            sql += " WHERE session = ?"
+            args = (session,)
+        return self._spent(self.conn.execute(sql, args).fetchone())
+
+    def spent_by_experiment(self, ids: Sequence[str] | None = None) -> dict[str, Spent]:
+        """The model calls of each experiment added up, in SQL (those of ``ids`` only when
+        given); an experiment that made no call is absent."""
+        sql = (f"SELECT experiment_id, {self._SPENT_SUMS} FROM model_calls"
+               " WHERE experiment_id IS NOT NULL")
+        args: list[str] = []
+        if ids is not None:
+            if not ids:
+                return {}
+            sql += f" AND experiment_id IN ({','.join('?' * len(ids))})"
+            args = list(ids)
+        rows = self.conn.execute(sql + " GROUP BY experiment_id", args).fetchall()
+        return {str(r[0]): self._spent(r[1:]) for r in rows}
+
     # -- events --------------------------------------------------------------------
     def event(self, kind: str, message: str, experiment_id: str | None = None,
               **data: Any) -> None:
@@ -518,6 +600,10 @@ class Journal:
                 (exp_id, seq, state.value, cand.base_commit, cand.patch, _dumps(dict(cand.params)),
                  cand.hypothesis, cand.proposer, _dumps(list(cand.sources)), cand.hypothesis_id,
                  _dumps(dict(cand.meta)), cand.digest, now, now, note))
+            calls = [int(c) for c in cand.meta.get("model_calls", ()) or ()]
+            if calls:
+                self.conn.executemany("UPDATE model_calls SET experiment_id = ? WHERE id = ?",
+                                      [(exp_id, c) for c in calls])
             if cand.hypothesis_id is not None:
                 self.conn.execute("UPDATE hypotheses SET status = 'testing' WHERE id = ? "
                                   "AND status = 'open'", (cand.hypothesis_id,))
@@ -596,10 +682,12 @@ class Journal:
                                 (seq,)).fetchone()
         return (str(prev[0]) if prev else None, str(nxt[0]) if nxt else None)
 
-    def version(self) -> tuple[float, int]:
-        """(the last write to an experiment, the last event id): two index lookups."""
+    def version(self) -> tuple[float, int, int]:
+        """(the last write to an experiment, the last event id, the last model call's id):
+        three index lookups."""
         upd = self.conn.execute("SELECT MAX(updated_at) FROM experiments").fetchone()[0]
-        return float(upd or 0.0), self.last_event_id()
+        call = self.conn.execute("SELECT MAX(id) FROM model_calls").fetchone()[0]
+        return float(upd or 0.0), self.last_event_id(), int(call or 0)
 
     def find_digest(self, digest: str) -> str | None:
         row = self.conn.execute("SELECT id FROM experiments WHERE digest = ? ORDER BY seq LIMIT 1",

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from . import sessions
+from . import sessions, stops
 from .calibration import CAL, Calibration
 from .config import Target
 from .contain import UNCONFINED
@@ -54,11 +54,12 @@ from .decide import (
     decide_next,
 )
 from .decision import DecisionContext, DecisionRule
-from .errors import AssayError, ExecutorError, PatchError, WorkspaceError
+from .errors import AssayError, CapReached, ExecutorError, PatchError, WorkspaceError
 from .executors.base import Executor
 from .executors.slots import pick_slot
 from .hooks import Hooks
 from .journal import Journal
+from .meter import Meter, caps_of
 from .model import (
     Block,
     BlockKind,
@@ -77,6 +78,7 @@ from .model import (
     as_pairs,
     for_proposer,
 )
+from .prices import for_target
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
 from .sessions import SessionOptions
@@ -105,6 +107,7 @@ class Summary:
     # experiments measured but not decided when the run stopped (a provisional keep waiting
     # for its confirmation, say): their latest look; the next `assay run` goes on with them
     open: list[Experiment] = field(default_factory=list)
+    spend: dict[str, Any] | None = None  # model calls: what they cost and bought (assay.spend)
 
 
 @dataclass
@@ -157,6 +160,12 @@ class Loop:
         self._digest_seq = 0
         self.noise = Calibration(target, journal, executor, lambda: self.incumbent,
                                  lambda kind, msg: self.emit(kind, msg), self.fail)
+        # every model call is checked against the caps and recorded at once (assay.meter)
+        self.meter = Meter(for_target(target), caps_of(target.run), before=journal.spent(),
+                           record=lambda u, call: journal.add_model_call(u, call,
+                                                                         self.session_id))
+        self.stop_rule = ""  # the stop rule that ended proposing ('' while none has)
+        self._discards = 0  # decided experiments since the last keep (stop_after_discards)
 
     # -- events --------------------------------------------------------------------
     def emit(self, kind: str, message: str, exp: Experiment | None = None) -> None:
@@ -256,7 +265,7 @@ class Loop:
             research_brief=brief, hypotheses=self.journal.hypotheses("open"),
             tried_digests=self._tried_digests(),
             checkout=lambda name: self.ws.checkout(name, inc.commit),
-            files=LazyFiles(lambda: self.ws.editable_files(inc.commit)))
+            files=LazyFiles(lambda: self.ws.editable_files(inc.commit)), meter=self.meter)
 
     def _tried_digests(self) -> Set[str]:
         """Every digest in the journal, read incrementally (only experiments added since),
@@ -288,6 +297,9 @@ class Loop:
         before = hash_paths(self.target.root, guarded)
         try:
             cands = self.proposer.propose(ctx, n)
+        except CapReached as exc:
+            self.stop_by_rule("cap", str(exc))
+            return []
         except AssayError as exc:
             self.emit("error", f"proposer {self.proposer.name} failed: {exc}")
             self.hooks.fire("on_error", None, {"ASSAY_ERROR": str(exc)},
@@ -296,9 +308,12 @@ class Loop:
             self.stop_reason = f"the proposer failed: {exc}"
             self.failed = self.stop_reason  # finish what is in flight, then exit non-zero
             return []
+        if self.meter.reached:  # the wave ended at a cap, with what it made
+            self.stop_by_rule("cap", self.meter.reached)
         if not cands:
             self.exhausted = True
-            self.stop_reason = f"the {self.proposer.name} proposer has nothing more to propose"
+            self.stop_reason = (self.stop_reason if self.stop_rule else
+                                f"the {self.proposer.name} proposer has nothing more to propose")
             return []
         changed = diff_hashes(before, hash_paths(self.target.root, guarded))
         if changed:
@@ -597,6 +612,11 @@ class Loop:
         self.emit("keep", f"{exp.id} KEPT ({sha[:12]}): {decision.reason}", done)
         self.hooks.fire("on_keep", exp.id, {"ASSAY_COMMIT": sha})
         self._finish_tell(done)
+        self._discards = 0
+        value = decision.details.get("candidate_value")
+        why = stops.target_reason(self.target.metric, None if value is None else float(value))
+        if why:
+            self.stop_by_rule("target", why)
         return done
 
     def _per_slot(self, exp: Experiment, decision: Decision) -> Decision:
@@ -633,6 +653,11 @@ class Loop:
         if state in (ExperimentState.CRASHED,):
             self.hooks.fire("on_error", exp.id, {"ASSAY_ERROR": reason})
         self._finish_tell(done)
+        limit = self.target.run.stop_after_discards
+        if state is ExperimentState.DISCARDED:
+            self._discards += 1
+            if limit is not None and self._discards >= limit:
+                self.stop_by_rule("discards", stops.discards_reason(self._discards, limit))
         return done
 
     def _finish_tell(self, exp: Experiment) -> None:
@@ -644,6 +669,18 @@ class Loop:
             self.proposer.tell(for_proposer(exp))
         except Exception as exc:  # a proposer bug must not lose the result
             self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}")
+
+    def stop_by_rule(self, kind: str, reason: str) -> None:
+        """Stop proposing for a stop rule (assay.stops): the blocks in flight are measured
+        and decided; the next `assay run` goes on only with --continue."""
+        if self.stop_rule:
+            return
+        self.stop_rule = kind
+        self.exhausted = True
+        self.stop_reason = reason
+        self.journal.set_meta(stops.STOP_KEY, {"kind": kind, "reason": reason,
+                                               "session": self.session_id})
+        self.emit("stop", f"stopping ({kind}): {reason}; the blocks in flight are finished")
 
     # -- noise -------------------------------------------------------------------------
     def calibrate(self) -> None:
@@ -680,6 +717,17 @@ class Loop:
         max_hours = max_hours if max_hours is not None else self.target.run.max_hours
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
         self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
+        # a stop rule ended proposing: only a run that proposes needs --continue
+        last = self.journal.get_meta(stops.STOP_KEY) if propose else None
+        stops.refuse_resume(last, self.session.carry_on)
+        if last:
+            self.journal.set_meta(stops.STOP_KEY, None)
+            self.emit("session", f"going on after the last run's stop ({last.get('kind')}), "
+                                 "as --continue asks")
+        elif self.target.run.stop_after_discards is not None:
+            self._discards = stops.discard_streak(sorted(
+                self.journal.experiments([ExperimentState.KEPT, ExperimentState.DISCARDED],
+                                         patches=False), key=lambda e: e.updated_at))
         self.start()
         self._session_base = sessions.begin(self, self.session)  # --budget counts from here
         why = sessions.preflight(self.target, self.ws, self.executor, self.incumbent)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import typer
 
+from . import spend
 from .config import DecisionSpec
 from .errors import AssayError, ConfigError
 from .model import Direction, Verdict
@@ -182,15 +183,19 @@ def plan_command(
         spec = DecisionSpec()
         slots = 1
         measured: float | None = None
+        spend_lines: list[str] = []
         if (root / "assay.toml").exists():
             target = api.load(root)
             spec, slots = target.decision, target.run.slots
-            if not noise and api.journal_path(target).exists():
-                j = api.open_journal(target, readonly=True)
-                try:
-                    cal = j.get_meta("calibration") or {}
-                finally:
+            j = (api.open_journal(target, readonly=True)
+                 if api.journal_path(target).exists() else None)
+            try:
+                cal = (j.get_meta("calibration") or {}) if j is not None else {}
+                spend_lines = spend.estimate(target, j)
+            finally:
+                if j is not None:
                     j.close()
+            if not noise:
                 pooled = cal.get("pooled")
                 if isinstance(pooled, int | float) and math.isfinite(pooled):
                     measured = float(pooled) / math.sqrt(2)
@@ -210,5 +215,7 @@ def plan_command(
         if trials < 10:
             raise ConfigError("--trials must be at least 10")
         typer.echo(render(plan(run_noise, spec, trials=trials, power=power, slots=slots)))
+        for line in spend_lines:
+            typer.echo(line)
     except AssayError as exc:
         _fail(exc)

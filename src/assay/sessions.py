@@ -36,6 +36,7 @@ class SessionOptions:
     from_head: bool = False
     retry: bool = False
     unconfined: bool = False  # the trees' commands run without a sandbox (see contain.gate)
+    carry_on: bool = False  # --continue: go on after a stop rule ended the last run
 
 
 def sessions(journal: Journal) -> list[dict[str, Any]]:

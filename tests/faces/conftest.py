@@ -21,6 +21,7 @@ import pytest
 from assay import api
 from assay.model import Candidate
 from assay.proposers.base import ProposalContext, Proposer
+from assay.usage import Usage
 
 BENCH = '''\
 import random
@@ -117,7 +118,11 @@ def make_target(root: Path) -> Path:
 
 
 class Scripted(Proposer):
-    """Proposes the given candidates in order (filled in against the current incumbent)."""
+    """Proposes the given candidates in order (filled in against the current incumbent).
+
+    A spec's ``usage`` (tokens in, tokens out, dollars) is one model call that made it,
+    charged to the loop's meter as the ``llm`` proposer charges its calls.
+    """
 
     name = "scripted"
 
@@ -128,6 +133,13 @@ class Scripted(Proposer):
         out = []
         while self.plan and len(out) < n:
             spec = dict(self.plan.pop(0))
+            usage = spec.pop("usage", None)
+            if usage is not None:
+                assert context.meter is not None
+                tin, tout, usd = usage
+                _, call = context.meter.charge(Usage("gpt-4o", tin, tout, cost_usd=usd,
+                                                     priced_by="reported"))
+                spec["meta"] = {"model_calls": [call]}
             out.append(Candidate(base_commit=context.incumbent.commit, **spec))
         return out
 
@@ -137,16 +149,16 @@ def plan(hids: dict[str, int]) -> list[dict[str, Any]]:
     return [
         {"params": {"SIZE": 16}, "hypothesis": "halve SIZE: less work per item",
          "proposer": "llm", "hypothesis_id": hids["paper"], "sources": ("arxiv:2401.00001",),
-         "meta": {"tokens_in": 1200, "tokens_out": 300, "cost_usd": 0.012}},
+         "usage": (1200, 300, 0.012)},
         {"params": {"SIZE": 48}, "hypothesis": "grow SIZE: better amortisation",
          "proposer": "llm", "hypothesis_id": hids["fork"],
-         "meta": {"tokens_in": 900, "tokens_out": 250, "cost_usd": 0.009}},
+         "usage": (900, 250, 0.009)},
         {"params": {"SIZE": 13}, "hypothesis": "an unlucky SIZE", "proposer": "sweep"},
         {"params": {"SIZE": 7}, "hypothesis": "SIZE 7 <b>prints</b> no metric",
          "proposer": "sweep"},
         {"patch": BONUS_PATCH.format(value="1.5"), "hypothesis": "raise BONUS in fast.py",
          "proposer": "llm", "hypothesis_id": hids["profile"],
-         "meta": {"tokens_in": 2000, "tokens_out": 500, "cost_usd": 0.03}},
+         "usage": (2000, 500, 0.03)},
         {"params": {"SIZE": 8}, "hypothesis": "SIZE 8", "proposer": "sweep"},
     ]
 

@@ -93,6 +93,11 @@ def test_win_rates_and_cost(ran_target: Path) -> None:
     assert cost["tokens"] == 1200 + 300 + 900 + 250 + 2000 + 500
     assert abs(cost["cost_usd"] - 0.051) < 1e-9
     assert abs(cost["cost_usd_per_kept"] - 0.017) < 1e-9
+    assert (cost["tokens"], cost["cost_usd"]) == (st["spend"]["tokens"], st["spend"]["usd"])
+    rows = {r["id"]: r for r in st["experiments"]}
+    assert (rows["e0001"]["tokens_in"], rows["e0001"]["tokens_out"]) == (1200, 300)
+    assert rows["e0005"]["cost_usd"] == pytest.approx(0.03)
+    assert rows["e0003"]["tokens_in"] == 0 and rows["e0003"]["cost_usd"] == 0
     # One GPU per slot: GPU-hours equal the summed run wall time (calibration included).
     assert cost["gpu_hours"] > 0 and abs(cost["gpu_hours"] - cost["run_hours"]) < 1e-12
     target = api.load(ran_target)
@@ -120,6 +125,15 @@ def test_experiment_detail_has_logs_diff_and_decision(ran_target: Path) -> None:
     assert patched["decisions"][-1]["verdict"] == "keep"
     assert patched["source_kind"] == "profile"
     assert patched["cost"]["tokens_in"] == 2000
+    journal = api.open_journal(target, readonly=True)
+    try:
+        details = data.report_data(target, journal)["details"]
+    finally:
+        journal.close()
+    model = ("tokens_in", "tokens_out", "cost_usd")
+    assert [details["e0005"]["cost"][k] for k in model] == [patched["cost"][k] for k in model]
+    assert (details["e0001"]["cost"]["tokens_out"], details["e0003"]["cost"]["cost_usd"]) == (
+        300, 0)
     assert patched["prev"] == "e0004" and patched["next"] == "e0006"
     assert any("METRIC speed=" in (r["stdout"] or "") for r in patched["runs"])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,18 @@ async def _session_calls(root: Path, calls: list[tuple[str, dict[str, Any]]]) ->
     return out
 
 
+def _run_loop_apart(root: Path, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``_session_calls`` on an event loop in a thread of its own.
+
+    Playwright's sync API (the session-scoped ``browser`` fixture) keeps an asyncio loop
+    marked running on the main thread for the whole session, so a loop started there
+    fails ("Cannot run the event loop while another loop is running") whenever a browser
+    test ran first; a fresh thread has no running loop, whatever ran before.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-client") as pool:
+        return pool.submit(anyio.run, _session_calls, root, calls).result()
+
+
 def test_mcp_tools_over_stdio(fresh_target: Path) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("status", {}),
@@ -98,7 +111,7 @@ def test_mcp_tools_over_stdio(fresh_target: Path) -> None:
         ("show", {"experiment_id": "e0007"}),
         ("stop", {}),
     ]
-    res = anyio.run(_session_calls, fresh_target, calls)
+    res = _run_loop_apart(fresh_target, calls)
     assert res["server"].name == "assay" and res["server"].version == assay.__version__
     assert res["tools"] == ["add_hypothesis", "best", "log", "run_experiment", "show",
                             "status", "stop"]

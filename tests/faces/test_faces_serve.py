@@ -258,6 +258,7 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
     from assay.faces import serve
     from assay.faces.data import status_data
     from assay.model import Candidate, Decision, ExperimentState, Verdict
+    from assay.usage import Usage
 
     target = api.load(fresh_target)
     pages = serve.Pages(target)
@@ -276,6 +277,8 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
             exp = journal.add_experiment(Candidate(inc.commit, "", {"SIZE": 10 + k}, f"k{k}",
                                                    "sweep", meta={"cost_usd": 0.25}))
             journal.set_state(exp.id, ExperimentState.INVALID, note="scripted")
+        journal.add_model_call(Usage("gpt-4o", 1000, 100, cost_usd=0.5, priced_by="table"),
+                               "propose", "s1")
         delta = pages.status_since(version)
         assert [r["id"] for r in delta["rows"]] == ["e0007", "e0008", "e0009", "e0010"]
         fresh = status_data(target, journal)
@@ -292,6 +295,39 @@ def test_folded_updates_equal_a_fresh_overview(fresh_target: Path) -> None:
             if isinstance(v, float)}
 
     assert flat(folded["cost"]) == pytest.approx(flat(fresh["cost"]))
-    assert fresh["cost"]["cost_usd"] >= 0.75
+    # the card's tokens and dollars are the journal's model calls, the call that gave no
+    # experiment included; a candidate's own meta (the sweeps' cost_usd above) adds nothing
+    assert fresh["cost"]["cost_usd"] == pytest.approx(fresh["spend"]["usd"])
+    assert fresh["cost"]["cost_usd"] == pytest.approx(0.012 + 0.009 + 0.03 + 0.5)
+    assert fresh["cost"]["tokens"] == fresh["spend"]["tokens"] == 1500 + 1150 + 2500 + 1100
     assert fresh["counts"]["kept"] == folded["cost"]["kept"]
     assert delta["total"] == len(fresh["experiments"])
+    # the spend on model calls is read from the journal's sums on every update
+    assert folded["spend"] == fresh["spend"] == delta["spend"]
+    assert fresh["spend"]["calls"] == 4  # the fixture's three, and the one above
+
+
+def test_a_model_call_alone_reaches_the_dashboard_and_the_report_cache(
+        fresh_target: Path) -> None:
+    """A call that gives no experiment (a NO_MORE_IDEAS reply) writes no experiment and no
+    event; the dashboard's update and the cached overview still carry its cost."""
+    from assay import api
+    from assay.faces import serve
+    from assay.usage import Usage
+
+    target = api.load(fresh_target)
+    pages = serve.Pages(target)
+    before = pages.status()
+    journal = api.open_journal(target)
+    try:
+        journal.add_model_call(Usage("gpt-4o", 1000, 100, cost_usd=0.5, priced_by="table"),
+                               "propose", "s1")
+    finally:
+        journal.close()
+    delta = pages.status_since(before["version"])
+    assert delta["version"] != before["version"] and delta["rows"] == []
+    assert delta["spend"]["calls"] == before["spend"]["calls"] + 1
+    assert delta["cost"]["cost_usd"] == pytest.approx(before["cost"]["cost_usd"] + 0.5)
+    again = pages.status()
+    assert again["spend"] == delta["spend"]
+    assert again["cost"]["cost_usd"] == pytest.approx(delta["cost"]["cost_usd"])

@@ -142,6 +142,13 @@ def test_the_llm_reviewer_reads_diff_uses_notes_and_checklist(tmp_path: Path) ->
     assert [(f.file, f.line, f.blocking) for f in fused.review.findings] == [
         ("kernel.py", REPORT_LINE, True)]
     assert not fused.finalized
+    # both review calls are in the journal's account (model "reviewer": no price)
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    try:
+        spent = journal.spent("finalize")
+    finally:
+        journal.close()
+    assert (spent.calls, spent.tokens, spent.unpriced) == (2, 2400, 2)
 
 
 def test_a_failure_rolls_back_every_branch_and_leaves_the_tree(tmp_path: Path) -> None:

@@ -71,11 +71,13 @@ SECTIONS: dict[str, tuple[str, ...]] = {
                           "use_spot", "disk_size", "autostop_minutes", "setup", "down"),
     "env": ("allow", "set", "fingerprint"),
     "target": ("brief", "name"),
+    "prices": ("gpt-4o", "my-model"),
 }
 # keys added since the first round to sections it already covered
 NEW_KEYS: dict[str, tuple[str, ...]] = {
     "decision": ("keep_on", "platform_tolerance", "confidence", "confirm"),
-    "run": ("compile_cache", "warm_up", "verify"),
+    "run": ("compile_cache", "warm_up", "verify", "max_usd", "max_tokens", "session_max_usd",
+            "session_max_tokens", "stop_after_discards"),
     "research": ("offline", "max_papers", "top", "queries", "github", "measure"),
 }
 VALUES = st.sampled_from([
@@ -111,6 +113,9 @@ def _consume(target: Any, section: str) -> None:
     elif section == "executor.skypilot":
         from assay.executors.skypilot import SkyConfig
         SkyConfig.from_target(target)
+    elif section == "prices":
+        from assay.prices import for_target
+        for_target(target)
 
 
 def _config_with(section: str, key: str, value: str) -> str:

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from assay.config import Target, parse
+from assay.meter import Meter
 from assay.model import Incumbent
+from assay.prices import for_target
 from assay.proposers.base import ProposalContext
 
 
@@ -56,6 +58,7 @@ def context_of(target: Target, commit: str, **kw: Any) -> ProposalContext:
     if files is None:
         files = {p: (target.root / p).read_text() for p in tracked(target.root)
                  if target.is_editable(p) and not target.is_protected(p)}
+    kw.setdefault("meter", Meter(for_target(target)))  # uncapped, unrecorded
     return ProposalContext(target=target, incumbent=Incumbent(commit), files=files, **kw)
 
 
@@ -145,8 +148,10 @@ class Err:
 class Reply:
     text: str
     finish: str = ""  # "" = normal stop
-    tokens_in: int | None = 1000
+    tokens_in: int | None = 1000  # every input token, cached ones included
     tokens_out: int | None = 200
+    cached: int = 0  # read from the prompt cache (part of tokens_in)
+    cache_write: int = 0  # written to the prompt cache (part of tokens_in; Anthropic only)
 
 
 @dataclass
@@ -177,6 +182,7 @@ class LLMServer:
         self.steps: list[Step] = list(steps)
         self.default = default
         self.requests: list[Request] = []
+        self.model = ""  # the model the replies name ('' = the one asked for)
         self._lock = threading.Lock()
         server = self
 
@@ -200,6 +206,8 @@ class LLMServer:
                     step = step(req)
                 if isinstance(step, str):
                     step = Reply(step)
+                if server.model:
+                    body = {**body, "model": server.model}
                 if self.path.endswith("/chat/completions"):
                     status, payload, headers = _openai(step, body)
                 elif self.path.endswith("/messages"):
@@ -240,9 +248,13 @@ def _openai(step: Reply | Err, body: dict[str, Any]) -> tuple[int, dict[str, Any
         return step.status, {"error": {"message": step.message, "type": "scripted",
                                        "code": step.status}}, step.headers
     usage = None
-    if step.tokens_in is not None:
+    if step.tokens_in is not None:  # the fields of OpenAI's chat completions usage object
         usage = {"prompt_tokens": step.tokens_in, "completion_tokens": step.tokens_out,
-                 "total_tokens": step.tokens_in + (step.tokens_out or 0)}
+                 "total_tokens": step.tokens_in + (step.tokens_out or 0),
+                 "prompt_tokens_details": {"cached_tokens": step.cached, "audio_tokens": 0},
+                 "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                               "accepted_prediction_tokens": 0,
+                                               "rejected_prediction_tokens": 0}}
     return 200, {
         "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
         "model": body.get("model", ""),
@@ -263,7 +275,11 @@ def _anthropic(step: Reply | Err, body: dict[str, Any]) -> tuple[int, dict[str, 
         "content": [{"type": "text", "text": step.text}],
         "stop_reason": {"length": "max_tokens"}.get(step.finish, step.finish or "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": step.tokens_in or 0, "output_tokens": step.tokens_out or 0},
+        # Anthropic's input_tokens leaves out the tokens read from or written to the cache
+        "usage": {"input_tokens": (step.tokens_in or 0) - step.cached - step.cache_write,
+                  "cache_read_input_tokens": step.cached,
+                  "cache_creation_input_tokens": step.cache_write,
+                  "output_tokens": step.tokens_out or 0},
     }, {}
 
 

@@ -21,9 +21,12 @@ from proposer_helpers import (
 )
 
 from assay.config import Target
-from assay.errors import ConfigError, ProposerError
+from assay.errors import CapReached, ConfigError, ProposerError
+from assay.meter import Caps, Meter
+from assay.prices import for_target
 from assay.proposers.agent import AgentProposer, render_command
 from assay.proposers.edits import rejection
+from assay.usage import Spent
 
 EDIT_AGENT = r'''
 import pathlib, sys
@@ -200,6 +203,107 @@ print(json.dumps({"type": "result", "result": "Done.\nHYPOTHESIS: tighter arithm
     assert cand.hypothesis == "tighter arithmetic"
     assert cand.meta["tokens_in"] == 15 and cand.meta["tokens_out"] == 7
     assert cand.meta["cost_usd"] == pytest.approx(0.042) and cand.meta["priced"] is True
+
+
+def test_claude_code_result_with_model_usage_is_recorded_as_reported(tmp_path: Path) -> None:
+    # the result object `claude -p --output-format json` prints, modelUsage included
+    body = r'''
+import json, pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                  "num_turns": 4, "result": "HYPOTHESIS: fewer spaces",
+                  "total_cost_usd": 0.1234,
+                  "usage": {"input_tokens": 12, "cache_creation_input_tokens": 300,
+                            "cache_read_input_tokens": 4000, "output_tokens": 800},
+                  "modelUsage": {
+                      "claude-sonnet-4-5-20250929": {
+                          "inputTokens": 12, "outputTokens": 800,
+                          "cacheReadInputTokens": 4000, "cacheCreationInputTokens": 300,
+                          "costUSD": 0.12},
+                      "claude-haiku-4-5-20251001": {
+                          "inputTokens": 100, "outputTokens": 20, "cacheReadInputTokens": 0,
+                          "cacheCreationInputTokens": 0, "costUSD": 0.0034}}}))
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    meter = Meter(for_target(target))
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    assert cand.meta["tokens_in"] == 12 + 300 + 4000 + 100 and cand.meta["tokens_out"] == 820
+    assert cand.meta["tokens_cached"] == 4000
+    assert cand.meta["cost_usd"] == pytest.approx(0.1234) and cand.meta["priced"] is True
+    assert cand.meta["model"] == "claude-haiku-4-5-20251001+claude-sonnet-4-5-20250929"
+    assert meter.session.usd == pytest.approx(0.1234) and meter.session.calls == 1
+
+
+CODEX = r'''
+import json, pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+for event in [
+    {"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"},
+    {"type": "turn.started"},
+    {"type": "item.completed", "item": {"id": "item_1", "type": "reasoning", "text": "..."}},
+    {"type": "turn.completed", "usage": {"input_tokens": 24763, "cached_input_tokens": 24448,
+                                         "output_tokens": 122}},
+    {"type": "turn.started"},
+    {"type": "item.completed", "item": {"id": "item_3", "type": "agent_message",
+                                        "text": "Done.\nHYPOTHESIS: codex made it tighter"}},
+    {"type": "turn.completed", "usage": {"input_tokens": 1000, "cached_input_tokens": 0,
+                                         "output_tokens": 78}},
+]:
+    print(json.dumps(event))
+'''
+
+
+def test_codex_json_events_are_added_up_and_priced_by_the_model(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, CODEX), 'model = "gpt-5"\n'))
+    meter = Meter(for_target(target))
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    assert cand.hypothesis == "codex made it tighter"
+    assert cand.meta["tokens_in"] == 25763 and cand.meta["tokens_cached"] == 24448
+    assert cand.meta["tokens_out"] == 200 and cand.meta["model"] == "gpt-5"
+    # gpt-5 in the bundled table: $1.25 input, $0.125 cached, $10 output per Mtok
+    want = ((25763 - 24448) * 1.25 + 24448 * 0.125 + 200 * 10.0) / 1e6
+    assert cand.meta["cost_usd"] == pytest.approx(want) and cand.meta["priced"] is True
+
+
+def test_codex_without_a_model_has_tokens_and_price_unknown(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, CODEX)))
+    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    assert cand.meta["tokens_in"] == 25763 and cand.meta["cost_usd"] is None
+    assert cand.meta["priced"] is False
+
+
+def test_a_cli_that_reports_nothing_is_unknown_not_zero(tmp_path: Path) -> None:
+    body = '''
+import pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print("edited src/app.py")
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    meter = Meter(for_target(target), Caps(max_usd=1.0))
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    assert cand.meta["tokens_in"] is None and cand.meta["tokens_out"] is None
+    assert cand.meta["cost_usd"] is None and cand.meta["priced"] is False
+    assert meter.session.unknown == 1 and meter.session.calls == 1
+    # with a dollar cap, a run whose spend cannot be counted stops the next call
+    assert "reported no usage and no cost" in meter.reached
+    with pytest.raises(CapReached, match="can no longer be counted"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
+
+
+def test_an_agent_is_not_started_once_a_cap_is_spent(tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    body = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('x')\n"
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
+    meter = Meter(for_target(target), Caps(max_usd=0.05), before=Spent(calls=3, usd=0.05))
+    with pytest.raises(CapReached, match=r"max_usd = \$0.05 is reached"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
+    assert not marker.exists()
 
 
 def _marked(mark: str) -> list[int]:
@@ -399,7 +503,7 @@ def test_missing_cli_raises(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("agent", "needle"), [
     ('preset = "claude"\n', "claude -p --output-format json --permission-mode acceptEdits"),
     ('preset = "claude"\nmodel = "opus"\n', "--model {model}"),
-    ('preset = "codex"\n', "codex exec --full-auto"),
+    ('preset = "codex"\n', "codex exec --json --full-auto"),
     ('preset = "aider"\n', "--message-file {brief_file} {files}"),
     ('preset = "claude"\ncommand = "my-agent {brief_file}"\n', "my-agent {brief_file}"),
 ])
@@ -422,3 +526,9 @@ def test_config_errors(tmp_path: Path, agent: str, match: str) -> None:
     target, _ = repo(tmp_path, agent)
     with pytest.raises(ConfigError, match=match):
         AgentProposer.from_target(target)
+
+
+def test_a_context_without_a_meter_is_refused(tmp_path: Path) -> None:
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, "print('{}')\n")))
+    with pytest.raises(ProposerError, match="has no meter to count and cap the calls"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=None), 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,23 +20,26 @@ from proposer_helpers import (
     target_of,
 )
 
-from assay.errors import ConfigError, ProposerError
+from assay.errors import CapReached, ConfigError, ProposerError
+from assay.meter import Caps, Meter, prompt_tokens
 from assay.model import patch_digest
+from assay.prices import for_target
 from assay.proposers.edits import rejection
 from assay.proposers.llm import LLMProposer
 
 KEY = "sk-test-not-a-real-key"
+PRICED = '\n[prices."test-model"]\ninput = 3.0\noutput = 15.0\ncached = 0.3\ncache_write = 3.75\n'
 
 
-def setup(tmp_path: Path, server: LLMServer, provider: str = "openai", extra: str = ""
-          ) -> tuple[LLMProposer, object, str, list[float]]:
+def setup(tmp_path: Path, server: LLMServer, provider: str = "openai", extra: str = "",
+          tables: str = "") -> tuple[LLMProposer, object, str, list[float]]:
     base = f"{server.url}/v1" if provider == "openai" else server.url
     llm = (f'provider = "{provider}"\nmodel = "test-model"\nbase_url = "{base}"\n'
            f'api_key_env = "ASSAY_TEST_KEY"\nmax_backoff_s = 2\n' + extra)
     root = tmp_path / "repo"
     commit = make_repo(root, {"src/app.py": APP, "bench.py": BENCH,
                               "program.md": "Make work() faster.\n",
-                              "README.md": "readme\n"}, config_text(llm=llm))
+                              "README.md": "readme\n"}, config_text(llm=llm, extra=tables))
     target = target_of(root)
     delays: list[float] = []
     proposer = LLMProposer.from_target(target, sleep=delays.append,
@@ -46,9 +50,7 @@ def setup(tmp_path: Path, server: LLMServer, provider: str = "openai", extra: st
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_good_edit_becomes_an_applicable_candidate(tmp_path: Path, provider: str) -> None:
     with LLMServer([GOOD_EDIT]) as server:
-        proposer, target, commit, _ = setup(tmp_path, server, provider,
-                                            "price_in_per_mtok = 3.0\n"
-                                            "price_out_per_mtok = 15.0\n")
+        proposer, target, commit, _ = setup(tmp_path, server, provider, tables=PRICED)
         [cand] = proposer.propose(context_of(target, commit), 1)
         proposer.close()
     assert rejection(cand) is None
@@ -79,11 +81,80 @@ def test_good_edit_becomes_an_applicable_candidate(tmp_path: Path, provider: str
     assert "def work(n):" in prompt and "## Measurement" in prompt
 
 
-def test_unpriced_model_costs_zero_and_says_so(tmp_path: Path) -> None:
+def test_unpriced_model_keeps_its_tokens_and_no_cost(tmp_path: Path) -> None:
     with LLMServer([GOOD_EDIT]) as server:
         proposer, target, commit, _ = setup(tmp_path, server)
         [cand] = proposer.propose(context_of(target, commit), 1)
-    assert cand.meta["cost_usd"] == 0.0 and cand.meta["priced"] is False
+    assert cand.meta["cost_usd"] is None and cand.meta["priced"] is False
+    assert cand.meta["tokens_in"] == 1000 and cand.meta["tokens_out"] == 200
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_cached_tokens_are_read_and_priced_at_the_cached_price(tmp_path: Path,
+                                                               provider: str) -> None:
+    # 1000 input tokens of which 600 read from the cache (and, for Anthropic, 100 written)
+    write = 100 if provider == "anthropic" else 0
+    with LLMServer([Reply(GOOD_EDIT, cached=600, cache_write=write)]) as server:
+        proposer, target, commit, _ = setup(tmp_path, server, provider, tables=PRICED)
+        meter = Meter(for_target(target))
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
+    fresh = 1000 - 600 - write
+    want = (fresh * 3.0 + 600 * 0.3 + write * 3.75 + 200 * 15.0) / 1e6
+    assert cand.meta["tokens_in"] == 1000 and cand.meta["tokens_cached"] == 600
+    assert cand.meta["cost_usd"] == pytest.approx(want)
+    assert meter.session.tokens_cached == 600 and meter.session.usd == pytest.approx(want)
+
+
+def test_a_dated_model_name_finds_its_price(tmp_path: Path) -> None:
+    with LLMServer([GOOD_EDIT]) as server:
+        proposer, target, commit, _ = setup(tmp_path, server)
+        server.model = "gpt-4o-mini-2024-07-18"  # what the server says it served
+        [cand] = proposer.propose(context_of(target, commit), 1)
+    assert cand.meta["model"] == "gpt-4o-mini-2024-07-18"
+    assert cand.meta["cost_usd"] == pytest.approx((1000 * 0.15 + 200 * 0.6) / 1e6)
+
+
+def test_a_cap_is_checked_before_the_call_with_its_worst_case(tmp_path: Path) -> None:
+    with LLMServer(default=GOOD_EDIT) as server:
+        proposer, target, commit, _ = setup(tmp_path, server, tables=PRICED)
+        ctx = context_of(target, commit)
+        proposer.propose(ctx, 1)  # an uncapped ask, to see the first request's prompt
+        prices = for_target(target)
+        # worst case: the prompt's conservative count at $3/Mtok plus 4096 reply tokens at
+        # $15/Mtok; the call itself costs $0.006 (1000 in, 200 out)
+        worst = prices.worst_case("test-model", prompt_tokens(*server.requests[0].texts()),
+                                  4096)
+        assert worst is not None and worst > 0.06
+        server.requests.clear()
+        # the cap allows the first call, but not a second: 0.006 + (its worst >= worst)
+        meter = Meter(prices, Caps(max_usd=round(worst + 0.003, 6)))
+        cands = proposer.propose(dataclasses.replace(ctx, meter=meter), 3)
+    assert len(server.requests) == 1 and len(cands) == 1  # the wave ends with what it made
+    assert "[run] max_usd = $0.0" in meter.reached and "is reached" in meter.reached
+    assert "$0.006000 on 1 model call" in meter.reached
+    with pytest.raises(CapReached, match="max_usd"):
+        proposer.propose(dataclasses.replace(ctx, meter=meter), 1)
+    assert len(server.requests) == 1  # nothing is sent once a cap is reached
+
+
+def test_a_token_cap_counts_prompt_and_reply(tmp_path: Path) -> None:
+    with LLMServer(default=GOOD_EDIT) as server:
+        proposer, target, commit, _ = setup(tmp_path, server)
+        meter = Meter(for_target(target), Caps(session_max_tokens=4000))
+        with pytest.raises(CapReached, match=r"session_max_tokens = 4,000 is reached"):
+            proposer.propose(context_of(target, commit, meter=meter), 1)
+    assert server.requests == []  # max_tokens = 4096 alone passes the cap
+
+
+def test_a_dollar_cap_with_an_unpriced_model_is_an_error_before_any_call(
+        tmp_path: Path) -> None:
+    with LLMServer(default=GOOD_EDIT) as server:
+        proposer, target, commit, _ = setup(tmp_path, server)
+        meter = Meter(for_target(target), Caps(max_usd=5.0))
+        with pytest.raises(CapReached, match=r'cannot be kept: model test-model has no price'
+                           r'.*\[prices."test-model"\]'):
+            proposer.propose(context_of(target, commit, meter=meter), 1)
+    assert server.requests == []
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -336,6 +407,8 @@ def _cfg(tmp_path: Path, llm: str) -> None:
      r"not an http\(s\) URL"),
     ('provider = "anthropic"\nmodel = "m"\napi_key_env = "K"\nretries = -1\n',
      r"retries\] -1 is out of range"),
+    ('provider = "openai"\nmodel = "m"\napi_key_env = "K"\nprice_in_per_mtok = 3\n',
+     r'price_in_per_mtok\] prices are read from the price table now \(valid: \[prices."m"\]'),
 ])
 def test_config_errors(tmp_path: Path, llm: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):

@@ -69,8 +69,10 @@ provider = "{provider}"
 model = "scripted"
 base_url = "{url}"
 api_key_env = "ASSAY_E2E_KEY"
-price_in_per_mtok = 1.0
-price_out_per_mtok = 2.0
+
+[prices.scripted]
+input = 1.0
+output = 2.0
 """
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import lock as lock_mod
+from .. import spend
 from ..config import Target
 from ..export import experiment_dict
 from ..journal import JOURNAL_NAME, Journal
 from ..loop import progress as run_progress
 from ..model import BlockRow, Decision, Experiment, ExperimentState, RunResult
+from ..usage import Spent
 from .terminal import improvement
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
@@ -146,11 +148,6 @@ def branch_of(target: Target, commit: str | None, default: str) -> str:
     return _BRANCHES[key]
 
 
-def _meta_number(meta: Mapping[str, Any], key: str) -> float:
-    v = _finite(meta.get(key))
-    return v or 0.0
-
-
 # -- the overview ------------------------------------------------------------------------
 def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
     hid = e.candidate.hypothesis_id
@@ -160,10 +157,10 @@ def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
 
 
 def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
-         n_runs: int = 0) -> dict[str, Any]:
+         n_runs: int, spent: Spent | None) -> dict[str, Any]:
+    """One experiment's row; ``spent``: its model calls added up (None: it made none)."""
     d = e.decision
     det = d.details if d else {}
-    meta = e.candidate.meta
     return {
         "id": e.id, "seq": e.seq, "state": e.state.value,
         "proposer": e.candidate.proposer or "-", "hypothesis": e.candidate.hypothesis,
@@ -177,12 +174,10 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "verdict": d.verdict.value if d else None,
         "reason": e.note or (d.reason if d else ""),
         "commit": e.commit, "created_at": e.created_at, "updated_at": e.updated_at,
-        "tokens_in": _meta_number(meta, "tokens_in"),
-        "tokens_out": _meta_number(meta, "tokens_out"),
-        "cost_usd": _meta_number(meta, "cost_usd"),
+        **model_cost(spent),
         "gpu_hours": cost.get("gpu_hours", 0.0), "run_hours": cost.get("run_hours", 0.0),
         "cpu_seconds": cost.get("cpu_seconds", 0.0),
-        "unconfined": bool(meta.get("unconfined")),  # its commands ran without a sandbox
+        "unconfined": bool(e.candidate.meta.get("unconfined")),  # ran without a sandbox
     }
 
 
@@ -261,22 +256,23 @@ def win_rates(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any
     return sorted(out, key=lambda g: (-(g["win_rate"] or 0.0), g["name"]))
 
 
-def cost_summary(rows: Sequence[Mapping[str, Any]], total_runs: Mapping[str, float]
-                 ) -> dict[str, Any]:
-    return cost_of(sum(1 for r in rows if r["state"] == "kept"),
-                   sum(r["tokens_in"] for r in rows), sum(r["tokens_out"] for r in rows),
-                   sum(r["cost_usd"] for r in rows), total_runs)
+def model_cost(spent: Spent | None) -> dict[str, float]:
+    """Tokens and dollars of model calls as the faces show them, from the journal's sums
+    over its ``model_calls`` (:meth:`Journal.spent`, :meth:`Journal.spent_by_experiment`)."""
+    s = spent or Spent()
+    return {"tokens_in": float(s.tokens_in), "tokens_out": float(s.tokens_out),
+            "cost_usd": s.usd}
 
 
-def cost_of(kept: int, tokens_in: float, tokens_out: float, usd: float,
-            total_runs: Mapping[str, float]) -> dict[str, Any]:
-    """The cost card from its sums: per run, and per kept change."""
+def cost_of(kept: int, spent: Spent, total_runs: Mapping[str, float]) -> dict[str, Any]:
+    """The cost card: the runs' time and the model calls (every call of the journal, those
+    that gave no experiment included), each per kept change."""
     out: dict[str, Any] = {
         "kept": kept, "gpu_hours": total_runs.get("gpu_hours", 0.0),
         "run_hours": total_runs.get("run_hours", 0.0),
-        "cpu_seconds": total_runs.get("cpu_seconds", 0.0), "tokens_in": tokens_in,
-        "tokens_out": tokens_out, "tokens": tokens_in + tokens_out, "cost_usd": usd,
+        "cpu_seconds": total_runs.get("cpu_seconds", 0.0), **model_cost(spent),
     }
+    out["tokens"] = out["tokens_in"] + out["tokens_out"]
     for name in ("gpu_hours", "run_hours", "cpu_seconds", "tokens", "cost_usd"):
         out[f"{name}_per_kept"] = out[name] / kept if kept else None
     out["resources"] = resources(out)
@@ -298,17 +294,19 @@ def status_data(target: Target, journal: Journal | None,
                     verification=None,
                     calibration=None, slots=[], progress=progress([], None, None),
                     win_rates={"proposer": [], "source_kind": []},
-                    cost=cost_summary([], {}), version="none", last_event=None, branch="",
+                    cost=cost_of(0, Spent(), {}), version="none", last_event=None, branch="",
                     noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
-                           "quarantined": [], "blocks": 0})
+                           "quarantined": [], "blocks": 0}, spend=None)
         return base
     if exps is None:
         exps = journal.experiments(patches=False)
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals()  # per experiment and slot, summed in SQL
+    spent = journal.spent_by_experiment()  # the same, of the model calls
     rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
-                 sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
+                 sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
+            for e in exps]
     cal = journal.get_meta("calibration")
     # counts, baseline and best as `assay status` and the run's summary give them
     head = run_progress(exps, _finite(cal.get("baseline")) if isinstance(cal, dict) else None)
@@ -329,7 +327,8 @@ def status_data(target: Target, journal: Journal | None,
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
                    "source_kind": win_rates(rows, "source_kind")},
-        cost=cost_summary(rows, _all_cost(totals, gpus)),
+        cost=cost_of(counts.get(ExperimentState.KEPT.value, 0), journal.spent(),
+                     _all_cost(totals, gpus)),
         version=version_of(journal), last_event=last_event,
         events=[{"id": ev.id, "ts": ev.ts, "kind": ev.kind,
                  "experiment_id": ev.experiment_id, "message": ev.message}
@@ -337,6 +336,7 @@ def status_data(target: Target, journal: Journal | None,
         branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
                          f"assay/{journal.get_meta('run_name', 'main')}"),
         noise=noise_data(target, journal),
+        spend=spend.of_journal(journal, target),
     )
     return base
 
@@ -443,10 +443,10 @@ def _quarantines(journal: Journal, names: Sequence[str], ends: Sequence[float],
 
 
 def version_of(journal: Journal) -> str:
-    """What the dashboard asks changes since: the last write to an experiment and the last
-    event (two index lookups, whatever the journal's size)."""
-    upd, ev = journal.version()
-    return f"{upd!r}:{ev}"  # repr: the float reads back exactly
+    """What the dashboard asks changes since: the last write to an experiment, the last
+    event and the last model call (index lookups, whatever the journal's size)."""
+    upd, ev, call = journal.version()
+    return f"{upd!r}:{ev}:{call}"  # repr: the float reads back exactly
 
 
 def parse_version(text: str) -> float | None:
@@ -466,8 +466,10 @@ def changes(target: Target, journal: Journal, since: float,
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals(ids) if ids else {}
+    spent = journal.spent_by_experiment(ids)
     rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
-                 sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
+                 sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
+            for e in exps]
     points = []
     direction = target.metric.direction.value
     seqs = [seq for seq, _ in kept_steps]
@@ -479,7 +481,7 @@ def changes(target: Target, journal: Journal, since: float,
 
 
 _DECISION_FIELDS = tuple(f.name for f in dataclasses.fields(Decision) if f.name != "next_block")
-_SUMS = ("tokens_in", "tokens_out", "cost_usd", "run_hours", "gpu_hours", "cpu_seconds")
+_SUMS = ("run_hours", "gpu_hours", "cpu_seconds")
 
 
 class Overview:
@@ -503,8 +505,9 @@ class Overview:
         return sorted(self._kept.items())
 
     def fold(self, changed: Sequence[dict[str, Any]], version: str,
-             events: list[dict[str, Any]]) -> dict[str, Any]:
-        """The overview with ``changed`` rows put in (replaced or appended); returns it."""
+             events: list[dict[str, Any]], spent: Spent) -> dict[str, Any]:
+        """The overview with ``changed`` rows put in (replaced or appended) and the journal's
+        model calls added up (``spent``); returns it."""
         rows = list(self.data["experiments"])  # a copy: earlier answers may still be sent
         for r in changed:
             i = self._pos.get(r["id"])
@@ -517,8 +520,7 @@ class Overview:
             self._account(r, +1)
         steps = self.kept_steps()
         best = steps[-1][1] if steps else self.data["baseline"]
-        cost = cost_of(self._n_kept, self._sums["tokens_in"], self._sums["tokens_out"],
-                       self._sums["cost_usd"], self._sums)
+        cost = cost_of(self._n_kept, spent, self._sums)
         self.data = dict(self.data)
         self.data.update(experiments=rows, counts={k: v for k, v in self._counts.items() if v},
                          best=best, version=version, events=events, cost=cost)
@@ -562,7 +564,8 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
         return None
     hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}
     out = _detail(target, journal, exp, journal.decisions(exp_id), journal.blocks(exp_id),
-                  journal.runs(exp_id), slot_gpus(target, journal), hyps, tail_bytes, True)
+                  journal.runs(exp_id), slot_gpus(target, journal), hyps,
+                  journal.spent_by_experiment([exp_id]).get(exp_id), tail_bytes, True)
     if order is not None:
         seqs = list(order)
         i = seqs.index(exp_id)
@@ -577,7 +580,7 @@ def experiment_data(target: Target, journal: Journal, exp_id: str,
 def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequence[Any],
             blocks: Sequence[BlockRow], runs: Sequence[RunResult],
             gpus: Mapping[str, int], hyps: Mapping[int, dict[str, Any]],
-            tail_bytes: int | None,
+            spent: Spent | None, tail_bytes: int | None,
             block_logs: bool, patch_limit: int | None = None) -> dict[str, Any]:
     """One experiment's details from rows already loaded (``tail_bytes`` None: no log text)."""
     exp_id = exp.id
@@ -592,10 +595,7 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
                         | {"verdict": d.verdict.value, "details": dict(d.details)}
                         for d in decisions]
     root = os.path.join(str(target.root), "")
-    out["cost"] = run_cost(runs, gpus) | {
-        "tokens_in": _meta_number(exp.candidate.meta, "tokens_in"),
-        "tokens_out": _meta_number(exp.candidate.meta, "tokens_out"),
-        "cost_usd": _meta_number(exp.candidate.meta, "cost_usd")}
+    out["cost"] = run_cost(runs, gpus) | model_cost(spent)
     out["runs"] = []
     for r in runs:
         out["runs"].append({
@@ -655,9 +655,11 @@ def report_data(target: Target, journal: Journal | None) -> dict[str, Any]:
         runs = journal.runs_of(None)
         gpus = slot_gpus(target, journal)
         hyps = {h.id: dataclasses.asdict(h) for h in journal.hypotheses()}  # shared by rows
+        spent = journal.spent_by_experiment()
         for e in exps:
             details[e.id] = _detail(target, journal, e, decisions.get(e.id, []),
                                     blocks.get(e.id, []), runs.get(e.id, []), gpus, hyps,
+                                    spent.get(e.id),
                                     None if large else REPORT_TAIL_BYTES, not large,
                                     REPORT_PATCH_CHARS if large else None)
     data["details"] = details

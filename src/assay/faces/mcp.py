@@ -87,7 +87,7 @@ def status(target: Target) -> dict[str, Any]:
     return {k: data[k] for k in ("metric", "counts", "incumbent", "baseline", "best",
                                  "calibration", "cost", "branch", "lock")
             } | {"experiments": len(data["experiments"]),
-                 "improvement": data.get("improvement"),
+                 "improvement": data.get("improvement"), "spend": data.get("spend"),
                  "win_rates": data["win_rates"]}
 
 
@@ -272,7 +272,8 @@ def build_server(root: str | Path = ".", config: str | None = None) -> Any:
                               timeout_s)
 
     def status_tool() -> dict[str, Any]:
-        """Where the run stands: metric, baseline, best, counts by state, noise, cost, lock."""
+        """Where the run stands: metric, baseline, best, counts by state, noise, cost, spend on
+        model calls (dollars, tokens, per kept change, caps, a stop rule), lock."""
         return status(target)
 
     def log_tool(last: int = 20, state: str | None = None) -> list[dict[str, Any]]:

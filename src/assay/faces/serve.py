@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .. import spend
 from ..config import Target
 from ..errors import AssayError
 from ..journal import Journal
@@ -113,7 +114,8 @@ class Pages:
                 overview = (self._cache or cached)[1]
                 baseline = overview.data["baseline"]
                 delta = changes(self.target, journal, after, overview.kept_steps(), baseline)
-                new = overview.fold(delta["rows"], version, events)
+                new = overview.fold(delta["rows"], version, events, journal.spent())
+                new["spend"] = spend.of_journal(journal, self.target)  # sums in SQL
                 self._cache = (key, overview)
             return {"since": since, "version": version, "rows": delta["rows"],
                     "points": delta["points"], "counts": new["counts"], "best": new["best"],
@@ -123,7 +125,8 @@ class Pages:
                     "incumbent": None if inc is None else {
                         "commit": inc.commit, "params": dict(inc.params),
                         "experiment": inc.experiment_id},
-                    "events": events, "cost": new["cost"], "lock": lock_state(self.target),
+                    "events": events, "cost": new["cost"], "spend": new["spend"],
+                    "lock": lock_state(self.target),
                     "total": len(new["experiments"])}
         finally:
             if journal is not None:

@@ -292,7 +292,7 @@ class RunPrinter:
                 "counts": dict(s.counts), "baseline": s.baseline, "best": s.best,
                 "improvement": gain, "branch": s.branch, "failed": s.failed,
                 "kept": [e.id for e in s.kept], "verified": s.verified,
-                "verify_note": s.verify_note, "unreproduced": doubt,
+                "verify_note": s.verify_note, "unreproduced": doubt, "spend": s.spend,
                 "open": [{"id": e.id, "effect": e.decision.effect, "interval": [e.decision.lo,
                           e.decision.hi], "reason": e.decision.reason}
                          for e in s.open if e.decision is not None]})
@@ -341,7 +341,22 @@ class RunPrinter:
         print_open(c, [(e.id, e.decision.effect, e.decision.lo, e.decision.hi,
                         e.decision.reason, e.candidate.hypothesis)
                        for e in s.open if e.decision is not None])
+        if s.spend is not None:
+            print_spend(c, s.spend)
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")
+
+
+def print_spend(console: Console, sp: dict[str, Any]) -> None:
+    """The model calls' spend (assay.spend), its caps, and a stop rule that ended the run."""
+    if not sp["calls"] and not sp["caps"]:
+        return
+    caps = sp["caps_words"]
+    console.print(f"spend: {escape(sp['words'])}" + (f" (caps: {caps})" if caps else ""),
+                  highlight=False)
+    stop = sp.get("stop")
+    if stop:
+        console.print(f"stopped by a rule ({escape(str(stop.get('kind')))}); "
+                      "`assay run --continue` goes on", highlight=False)
 
 
 def print_open(console: Console, rows: Sequence[tuple[str, float | None, float | None,

@@ -44,6 +44,7 @@ from typing import Any
 from .. import contain, keys, process
 from ..config import Section, Target
 from ..errors import ReviewError
+from ..usage import Usage
 from ..workspace import git
 
 CHECKLIST: tuple[str, ...] = (
@@ -137,6 +138,11 @@ class Reviewer(ABC):
     @abstractmethod
     def review(self, request: Request) -> list[Finding]:
         """The findings on one group; [] when there are none."""
+
+    def used(self) -> list[Usage]:
+        """The model calls made since the last time this was asked (each given once), for
+        the journal's account of what the run spent."""
+        return []
 
 
 # ------------------------------------------------------------------ reading findings
@@ -245,6 +251,7 @@ class LLMReviewer(Reviewer):
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self._used: list[Usage] = []
 
     @classmethod
     def from_target(cls, target: Target) -> LLMReviewer:
@@ -261,11 +268,18 @@ class LLMReviewer(Reviewer):
             reply = self.client.complete(system, [{"role": "user", "content": request.prompt()}])
         except ProposerError as exc:
             raise ReviewError(f"reviewer llm on {request.group}: {exc}") from None
+        self._used.append(Usage(reply.model, reply.tokens_in, reply.tokens_out,
+                                reply.tokens_cached, reply.tokens_cache_write,
+                                estimated=reply.tokens_estimated))
         found = parse_json(reply.text, self.name, request.group)
         if found is None:
             raise ReviewError(f"reviewer llm on {request.group}: the reply holds no JSON object "
                               f"with findings: {reply.text[:300]!r}")
         return found
+
+    def used(self) -> list[Usage]:
+        out, self._used = self._used, []
+        return out
 
 
 class AgentReviewer(Reviewer):

@@ -35,6 +35,7 @@ from ..journal import Journal
 from ..lock import RunLock
 from ..model import ExperimentState
 from ..platforms import PlatformSpec
+from ..prices import for_target
 from ..workspace import Workspace, git, split_params
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
@@ -322,11 +323,16 @@ def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.O
     waived = stored | waive
     if reviewer is None:
         return
+    prices = for_target(target)
     for o in outcomes:
         path = checker.worktree(o.tree, f"finalize: review {o.group.slug}")
         req = review.build_request(target.root, o.group.slug, o.group.title, base, o.commit,
                                    o.group.files, path)
-        found = reviewer.review(req)
+        try:
+            found = reviewer.review(req)
+        finally:  # a reply the review could not use was still paid for
+            for u in reviewer.used():
+                journal.add_model_call(prices.priced(u), "review", "finalize")
         o.review = review.ReviewResult(found, {f.id for f in found if f.id in waived},
                                   reviewer.name)
         for f in found:

@@ -16,7 +16,7 @@ Configuration (``[proposer.agent]``)::
 Presets (``{model}`` flags only when ``model`` is set)::
 
     claude: claude -p --output-format json --permission-mode acceptEdits "<ask>"
-    codex:  codex exec --full-auto "<ask>"
+    codex:  codex exec --json --full-auto "<ask>"
     aider:  aider --yes-always --no-auto-commits --no-gitignore --no-check-update
             --no-show-model-warnings --message-file {brief_file} {files}
 
@@ -57,7 +57,6 @@ the configuration is wrong (``ConfigError``).
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -77,7 +76,9 @@ from ..model import Candidate
 from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
 from ..process import run as run_process
 from ..sandbox import Spec
+from ..usage import Usage
 from .base import ProposalContext, Proposer
+from .cli_usage import read_usage
 from .context import build_context, incumbent_files
 from .edits import DIFF_ARGS, git, path_problem, rejected
 from .sandbox import hidden_paths, private_checkout
@@ -87,7 +88,7 @@ HYPOTHESIS_NAME = ".assay-hypothesis.txt"
 _ASK = "Read the task in .assay-brief.md (in the current directory) and carry it out."
 PRESETS: Mapping[str, str] = {
     "claude": f'claude -p --output-format json --permission-mode acceptEdits "{_ASK}"',
-    "codex": f'codex exec --full-auto "{_ASK}"',
+    "codex": f'codex exec --json --full-auto "{_ASK}"',
     "aider": ("aider --yes-always --no-auto-commits --no-gitignore --no-check-update "
               "--no-show-model-warnings --message-file {brief_file} {files}"),
 }
@@ -122,7 +123,7 @@ class AgentRun:
     wall_s: float
     stdout: str
     stderr: str
-    usage: Mapping[str, Any]
+    usage: Usage
     isolation: str = ""
 
 
@@ -226,19 +227,31 @@ class AgentProposer(Proposer):
         note = ""
         runs = 0
         total_wall = 0.0
+        meter = context.metered(self.name)
+        used: list[Usage] = []
+        calls: list[int] = []
         while True:
             runs += 1
+            # an agent's own calls are not bounded in advance: the check counts its brief's
+            # budget and what is spent
+            meter.check(self.model, self.context_tokens, None)
             result = self._run_once(context, f"agent-{i}", note)
             total_wall += result.wall_s
+            u, call_id = meter.charge(result.usage)
+            used.append(u)
+            calls += [call_id] if call_id is not None else []
+            known = all(x.known for x in used)
+            priced = all(x.cost_usd is not None for x in used)
             meta: dict[str, Any] = {
                 "command": self.command.split()[0] if self.command.split() else "",
-                "model": self.model or str(result.usage.get("model", "")),
+                "model": self.model or u.model,
                 "exit_code": result.exit_code, "timed_out": result.timed_out,
                 "wall_s": round(total_wall, 3), "attempts": runs,
-                "tokens_in": int(result.usage.get("tokens_in", 0)),
-                "tokens_out": int(result.usage.get("tokens_out", 0)),
-                "cost_usd": float(result.usage.get("cost_usd", 0.0)),
-                "priced": "cost_usd" in result.usage,
+                "tokens_in": sum(x.tokens_in or 0 for x in used) if known else None,
+                "tokens_out": sum(x.tokens_out or 0 for x in used) if known else None,
+                "tokens_cached": sum(x.tokens_cached for x in used),
+                "cost_usd": sum(x.cost_usd or 0.0 for x in used) if priced else None,
+                "priced": priced, "model_calls": calls,
                 "isolation": result.isolation,
             }
             hyp = result.hypothesis
@@ -334,8 +347,8 @@ class AgentProposer(Proposer):
             if proc.exit_code == 127 and "command not found" in proc.stderr:
                 raise ProposerError(f"the agent command is not installed: "
                                     f"{proc.stderr.strip()[-300:]}")
-            usage = _usage(proc.stdout)
-            hypothesis = _hypothesis(hyp_file, usage.get("text", proc.stdout))
+            usage, said = read_usage(proc.stdout, self.model)
+            hypothesis = _hypothesis(hyp_file, said or proc.stdout)
             patch, paths = self._diff(tree, base)
             return AgentRun(patch=patch, paths=paths, hypothesis=hypothesis,
                             exit_code=proc.exit_code, timed_out=proc.timed_out,
@@ -363,32 +376,6 @@ class AgentProposer(Proposer):
         parts = path.split("/")
         prefixes = ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
         return any(glob_match(p, g) for g in self.ignore for p in prefixes)
-
-
-def _usage(stdout: str) -> dict[str, Any]:
-    """Tokens, cost and final text from a JSON result (``claude -p --output-format json``)."""
-    text = stdout.strip()
-    if not text.startswith("{"):
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    out: dict[str, Any] = {}
-    if isinstance(data.get("result"), str):
-        out["text"] = data["result"]
-    usage = data.get("usage")
-    if isinstance(usage, dict):
-        tin = sum(int(usage.get(k, 0) or 0) for k in (
-            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        out["tokens_in"] = tin
-        out["tokens_out"] = int(usage.get("output_tokens", 0) or 0)
-    cost = data.get("total_cost_usd", data.get("cost_usd"))
-    if isinstance(cost, (int, float)):
-        out["cost_usd"] = float(cost)
-    return out
 
 
 def _hypothesis(hyp_file: Path, output: str) -> str:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Target
+from ..errors import ProposerError
+from ..meter import Meter
 from ..model import Candidate, Experiment, Hypothesis, Incumbent
 
 
@@ -74,6 +76,17 @@ class ProposalContext:
     # Returns a clean checkout of the incumbent, for proposers that read or edit files.
     checkout: Callable[[str], Path] | None = None
     files: Mapping[str, str] = field(default_factory=dict)  # editable files at the incumbent
+    # Checks each model call against the spending caps and records it (assay.meter); a
+    # proposer that calls a model refuses a context without one (metered()).
+    meter: Meter | None = None
+
+    def metered(self, proposer: str) -> Meter:
+        """The meter, for a proposer about to call a model: never an uncounted call."""
+        if self.meter is None:
+            raise ProposerError(f"the {proposer} proposer calls a model, and its context has no "
+                                "meter to count and cap the calls: pass meter=Meter(...) "
+                                "(assay.meter) in the ProposalContext, as the loop does")
+        return self.meter
 
 
 class Proposer(ABC):

@@ -22,6 +22,7 @@ it is never written anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +52,8 @@ class ChatReply:
     finish_reason: str = ""  # "length" / "max_tokens" means the reply was cut off
     attempts: int = 1  # HTTP attempts, retries included
     tokens_estimated: bool = False  # the server sent no usage: chars/4 estimates
+    tokens_cached: int = 0  # part of tokens_in read from the provider's prompt cache
+    tokens_cache_write: int = 0  # part of tokens_in written to it (Anthropic)
 
     @property
     def truncated(self) -> bool:
@@ -114,8 +117,7 @@ class ChatClient(ABC):
                 self.delays.append(delay)
                 self.sleep(delay)
                 continue
-            return ChatReply(reply.text, reply.tokens_in, reply.tokens_out, reply.model,
-                             reply.finish_reason, attempt, reply.tokens_estimated)
+            return dataclasses.replace(reply, attempts=attempt)
 
     @abstractmethod
     def _call(self, system: str, messages: Sequence[Message]) -> ChatReply:
@@ -128,19 +130,18 @@ class ChatClient(ABC):
         """
         return _status_info(exc, self._mod.APIStatusError, self._mod.APIConnectionError)
 
-    def _reply(self, system: str, messages: Sequence[Message], text: str, usage: Any,
-               fields: tuple[str, str], model: Any, finish: Any) -> ChatReply:
-        """The reply with its token counts: the server's (``fields`` of ``usage``), or an
-        estimate where it sent none."""
-        tin = getattr(usage, fields[0], None) if usage is not None else None
-        tout = getattr(usage, fields[1], None) if usage is not None else None
+    def _reply(self, system: str, messages: Sequence[Message], text: str,
+               counts: tuple[Any, Any, int, int], model: Any, finish: Any) -> ChatReply:
+        """The reply with its token counts (input, cached included; output; cache reads;
+        cache writes) as the server sent them, or estimates where it sent none."""
+        tin, tout, cached, written = counts
         estimated = tin is None or tout is None
         if tin is None:
             tin = _estimate(system + "".join(m["content"] for m in messages))
         if tout is None:
             tout = _estimate(text)
         return ChatReply(text, int(tin), int(tout), str(model or self.settings.model),
-                         str(finish or ""), 1, estimated)
+                         str(finish or ""), 1, estimated, cached, written)
 
     def close(self) -> None:
         client = getattr(self, "_client", None)
@@ -163,6 +164,33 @@ def _status_info(exc: Exception, status_error: type, conn_error: type
 def _short(text: str, limit: int = 500) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int) else 0
+
+
+def _openai_counts(usage: Any) -> tuple[Any, Any, int, int]:
+    """Chat completions: ``prompt_tokens`` holds the cached ones
+    (``prompt_tokens_details.cached_tokens``)."""
+    if usage is None:
+        return None, None, 0, 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = _int(getattr(details, "cached_tokens", 0)) if details is not None else 0
+    return (getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None),
+            cached, 0)
+
+
+def _anthropic_counts(usage: Any) -> tuple[Any, Any, int, int]:
+    """Messages: ``input_tokens`` leaves out ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens``; assay's input count holds all three."""
+    if usage is None:
+        return None, None, 0, 0
+    read = _int(getattr(usage, "cache_read_input_tokens", 0))
+    written = _int(getattr(usage, "cache_creation_input_tokens", 0))
+    tin = getattr(usage, "input_tokens", None)
+    return (None if tin is None else int(tin) + read + written,
+            getattr(usage, "output_tokens", None), read, written)
 
 
 def _estimate(text: str) -> int:
@@ -191,8 +219,7 @@ class OpenAIChat(ChatClient):
             raise ProposerError(f"{s.base_url}: the reply holds no choices: {resp!r:.300}")
         choice = choices[0]
         text = getattr(choice.message, "content", None) or ""
-        return self._reply(system, messages, text, getattr(resp, "usage", None),
-                           ("prompt_tokens", "completion_tokens"),
+        return self._reply(system, messages, text, _openai_counts(getattr(resp, "usage", None)),
                            getattr(resp, "model", ""), choice.finish_reason)
 
 
@@ -211,9 +238,9 @@ class AnthropicChat(ChatClient):
         resp = self._client.messages.create(**kwargs)
         parts = [getattr(b, "text", "") for b in (getattr(resp, "content", None) or [])
                  if getattr(b, "type", "") == "text"]
-        return self._reply(system, messages, "".join(parts), getattr(resp, "usage", None),
-                           ("input_tokens", "output_tokens"), getattr(resp, "model", ""),
-                           getattr(resp, "stop_reason", ""))
+        return self._reply(system, messages, "".join(parts),
+                           _anthropic_counts(getattr(resp, "usage", None)),
+                           getattr(resp, "model", ""), getattr(resp, "stop_reason", ""))
 
 
 def make_client(settings: ChatSettings,

@@ -18,8 +18,12 @@ errors)::
     retries = 2                       # re-asks after a bad reply (see below)
     context_tokens = 24000            # budget of the context text (see context.py)
     whole_file_max_bytes = 8000       # largest file a FILE block may replace whole
-    price_in_per_mtok = 3.0           # USD per million input tokens (optional)
-    price_out_per_mtok = 15.0         # USD per million output tokens (optional)
+
+Prices come from the price table (:mod:`assay.prices`: bundled, with ``[prices."<model>"]``
+in assay.toml over it). Before each request the meter (:mod:`assay.meter`) checks the
+request's worst case against the ``[run]`` caps: the prompt's tokens (a conservative
+count, :func:`~assay.meter.prompt_tokens`) at the input price plus ``max_tokens`` at the
+output price; a cap reached ends the wave with the candidates already made.
 
 One wave: ``propose(context, n)`` asks the model n times, one candidate each; every ask
 after the first lists the hypotheses already proposed in this wave and asks for a
@@ -50,7 +54,8 @@ HTTP errors that are not retried (401, 403, 404, 400 ...) and retries exhausted 
 :class:`~assay.errors.ProposerError`: no re-ask can fix a wrong key, URL or model.
 
 ``Candidate.meta`` records ``provider``, ``model``, ``tokens_in``, ``tokens_out``,
-``cost_usd`` (0.0 with ``priced = False`` when the config gives no prices), ``attempts``
+``tokens_cached``, ``cost_usd`` (None when the model has no price), ``priced``,
+``model_calls`` (the journal's ids of its calls), ``attempts``
 (model replies), ``http_attempts``, ``feedback`` (the kinds of problems fed back),
 ``context_tokens`` and ``tokens_estimated`` (the server sent no usage).
 """
@@ -63,8 +68,10 @@ from typing import Any
 
 from .. import keys
 from ..config import Target
-from ..errors import ProposerError
+from ..errors import CapReached, ProposerError
+from ..meter import Meter, prompt_tokens
 from ..model import Candidate
+from ..usage import Usage
 from .base import ProposalContext, Proposer
 from .chat import (
     DEFAULT_BASE_URL,
@@ -98,24 +105,25 @@ and keep the program correct (its checks must still pass).
 
 """ + FORMAT_RULES
 
+# defaults of [proposer.llm], read here and by `assay plan`'s spend estimate (assay.spend)
+RETRIES = 2
+CONTEXT_TOKENS = 24_000
+MAX_TOKENS = 4096
+
 
 class LLMProposer(Proposer):
     """Proposals from a chat model, as SEARCH/REPLACE edits turned into git diffs."""
 
     name = "llm"
 
-    def __init__(self, target: Target, client: ChatClient, *, retries: int = 2,
-                 context_tokens: int = 24_000,
-                 whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES,
-                 price_in_per_mtok: float | None = None,
-                 price_out_per_mtok: float | None = None) -> None:
+    def __init__(self, target: Target, client: ChatClient, *, retries: int = RETRIES,
+                 context_tokens: int = CONTEXT_TOKENS,
+                 whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES) -> None:
         self.target = target
         self.client = client
         self.retries = retries
         self.context_tokens = context_tokens
         self.whole_file_max_bytes = whole_file_max_bytes
-        self.price_in = price_in_per_mtok
-        self.price_out = price_out_per_mtok
         self.last_context: BuiltContext | None = None
 
     @classmethod
@@ -137,18 +145,21 @@ class LLMProposer(Proposer):
                           valid="the name of an environment variable, or \"\" for no key")
         settings_kw: dict[str, Any] = dict(
             temperature=sec.number("temperature", None, low=0.0, high=2.0),
-            max_tokens=sec.number("max_tokens", 4096, low=1, integer=True),
+            max_tokens=sec.number("max_tokens", MAX_TOKENS, low=1, integer=True),
             max_tokens_field=sec.choice("max_tokens_field",
                                         ("max_tokens", "max_completion_tokens"), "max_tokens"),
             timeout_s=float(sec.number("timeout_s", 300.0, low=1.0)),
             http_retries=sec.number("http_retries", 5, low=0, high=20, integer=True),
             max_backoff_s=float(sec.number("max_backoff_s", 60.0, low=0.0)),
         )
-        retries = sec.number("retries", 2, low=0, high=10, integer=True)
-        context_tokens = sec.number("context_tokens", 24_000, low=1000, integer=True)
+        retries = sec.number("retries", RETRIES, low=0, high=10, integer=True)
+        context_tokens = sec.number("context_tokens", CONTEXT_TOKENS, low=1000, integer=True)
         whole = sec.number("whole_file_max_bytes", WHOLE_FILE_MAX_BYTES, low=0, integer=True)
-        price_in = sec.number("price_in_per_mtok", None, low=0.0)
-        price_out = sec.number("price_out_per_mtok", None, low=0.0)
+        for old in ("price_in_per_mtok", "price_out_per_mtok"):
+            if sec.has(old):
+                raise sec.error(old, "prices are read from the price table now",
+                                f'[prices."{model}"] with input = ... and output = ... '
+                                "(dollars per million tokens)")
         sec.reject_unknown()
         api_key = ""
         if key_env:
@@ -160,8 +171,7 @@ class LLMProposer(Proposer):
         settings = ChatSettings(provider=provider, model=model, base_url=base_url,
                                 api_key=api_key, **settings_kw)
         return cls(target, make_client(settings, sleep), retries=retries,
-                   context_tokens=context_tokens, whole_file_max_bytes=whole,
-                   price_in_per_mtok=price_in, price_out_per_mtok=price_out)
+                   context_tokens=context_tokens, whole_file_max_bytes=whole)
 
     # ------------------------------------------------------------------ proposing
 
@@ -174,8 +184,14 @@ class LLMProposer(Proposer):
         seen = set(context.tried_digests)
         out: list[Candidate] = []
         wave: list[str] = []
+        meter = context.metered(self.name)
         for i in range(n):
-            cand = self._one(context, built, files, i, n, wave, seen)
+            try:
+                cand = self._one(context, built, files, i, n, wave, seen, meter)
+            except CapReached:
+                if out:  # the wave ends with what it made; the loop reads meter.reached
+                    break
+                raise
             if cand is None:  # NO_MORE_IDEAS
                 break
             out.append(cand)
@@ -194,28 +210,28 @@ class LLMProposer(Proposer):
             lines += [f"- {h}" for h in wave]
         return built.text + "\n" + "\n".join(lines) + "\n"
 
-    def _price(self, tin: int, tout: int) -> tuple[float, bool]:
-        if self.price_in is None and self.price_out is None:
-            return 0.0, False
-        return (tin * (self.price_in or 0.0) + tout * (self.price_out or 0.0)) / 1e6, True
-
     def _one(self, context: ProposalContext, built: BuiltContext, files: Mapping[str, str],
-             i: int, n: int, wave: list[str], seen: set[str]) -> Candidate | None:
+             i: int, n: int, wave: list[str], seen: set[str], meter: Meter
+             ) -> Candidate | None:
         commit = context.incumbent.commit
         messages: list[dict[str, str]] = [{"role": "user", "content": self._ask(built, i, n,
                                                                                 wave)}]
-        tokens_in = tokens_out = attempts = http_attempts = 0
+        tokens_in = tokens_out = cached = attempts = http_attempts = 0
         estimated = False
+        calls: list[int] = []
+        costs: list[float | None] = []
         feedback: list[str] = []
         retries_left = self.retries
         dup_reasked = False
         model = self.client.settings.model
 
         def meta() -> dict[str, Any]:
-            cost, priced = self._price(tokens_in, tokens_out)
+            priced = all(c is not None for c in costs)
+            cost = sum(c or 0.0 for c in costs) if priced else None
             return {"provider": self.client.settings.provider, "model": model,
-                    "tokens_in": tokens_in, "tokens_out": tokens_out,
-                    "cost_usd": round(cost, 6), "priced": priced, "attempts": attempts,
+                    "tokens_in": tokens_in, "tokens_out": tokens_out, "tokens_cached": cached,
+                    "cost_usd": cost, "priced": priced, "model_calls": list(calls),
+                    "attempts": attempts,
                     "http_attempts": http_attempts, "feedback": list(feedback),
                     "context_tokens": built.tokens, "tokens_estimated": estimated}
 
@@ -231,11 +247,20 @@ class LLMProposer(Proposer):
                 return None
 
         while True:
+            meter.check(model, prompt_tokens(SYSTEM_PROMPT, *(m["content"] for m in messages)),
+                        self.client.settings.max_tokens)
             reply: ChatReply = self.client.complete(SYSTEM_PROMPT, messages)
+            used, call_id = meter.charge(Usage(
+                reply.model or model, reply.tokens_in, reply.tokens_out, reply.tokens_cached,
+                reply.tokens_cache_write, estimated=reply.tokens_estimated))
+            costs.append(used.cost_usd)
+            if call_id is not None:
+                calls.append(call_id)
             attempts += 1
             http_attempts += reply.attempts
             tokens_in += reply.tokens_in
             tokens_out += reply.tokens_out
+            cached += reply.tokens_cached
             estimated = estimated or reply.tokens_estimated
             model = reply.model or model
             hypothesis = ""

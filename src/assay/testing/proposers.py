@@ -33,7 +33,9 @@ import pytest
 
 from ..config import Target
 from ..errors import PatchError
+from ..meter import Meter
 from ..model import Candidate, Decision, Experiment, ExperimentState, Incumbent, Verdict
+from ..prices import for_target
 from ..proposers.base import ExperimentSummary, ProposalContext, Proposer
 from ..workspace import check_scope
 
@@ -60,7 +62,8 @@ class ProposerCase:
                     files[path] = (self.target.root / path).read_text(errors="replace")
         return ProposalContext(target=self.target, incumbent=Incumbent(self.commit),
                                history=tuple(history), tried_digests=tried,
-                               checkout=self.checkout, files=files, delta=0.01)
+                               checkout=self.checkout, files=files, delta=0.01,
+                               meter=Meter(for_target(self.target)))  # uncapped, unrecorded
 
     def close(self) -> None:
         self.proposer.close()

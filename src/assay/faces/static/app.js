@@ -63,7 +63,8 @@
   }
   function interval(lo, hi) { return (lo === null || lo === undefined) ? "–" : "[" + pct(lo) + ", " + pct(hi) + "]"; }
   function hours(v) { return (v === null || v === undefined) ? "–" : (v < 0.01 ? (v * 3600).toFixed(1) + " s" : v.toFixed(3) + " h"); }
-  function usd(v) { return (v === null || v === undefined) ? "–" : "$" + v.toFixed(v < 1 ? 4 : 2); }
+  // as assay.usage.dollars: enough digits to tell small sums apart
+  function usd(v) { return (v === null || v === undefined) ? "–" : "$" + v.toFixed(v >= 1 ? 2 : (v >= 0.01 || v === 0 ? 4 : 6)); }
   function ints(v) { return (v === null || v === undefined) ? "–" : Math.round(v).toLocaleString("en-US"); }
   function when(ts) {
     if (!ts) return "–";
@@ -358,6 +359,28 @@
             el("td", { cls: "num", text: resource(r, r.total) }), el("td", { cls: "num", text: resource(r, r.per_kept) }));
         }))) : el("p", { cls: "empty", text: "nothing measured yet" }));
   }
+  // What the model calls cost (assay.spend): dollars of the priced calls, tokens, and what
+  // they bought; calls with no price or no usage are counted apart, never as zero.
+  function spend() {
+    var s = data.spend;
+    var title = el("h2", { text: "Spend on model calls" });
+    if (!s || !s.calls) return el("section", null, title, el("p", { cls: "empty", text: "no model calls" }));
+    function row(key, name, value) {
+      return el("tr", { "data-spend": key }, el("td", { text: name }), el("td", { cls: "num", text: value }));
+    }
+    var unknown = [s.unpriced ? s.unpriced + " with price unknown" : null,
+                   s.unknown ? s.unknown + " reporting no usage" : null].filter(function (x) { return x; });
+    return el("section", null, title,
+      el("table", { cls: "cost", style: "max-width: 640px" }, el("tbody", null,
+        row("usd", "spent", usd(s.usd) + (s.complete ? "" : " + unpriced calls")),
+        row("calls", "model calls", ints(s.calls) + (unknown.length ? " (" + unknown.join(", ") + ")" : "")),
+        row("tokens", "tokens (input · cached · output)", ints(s.tokens_in) + " · " + ints(s.tokens_cached) + " · " + ints(s.tokens_out)),
+        row("per_kept", "per kept change (" + s.kept + " kept)", usd(s.usd_per_kept)),
+        row("per_percent", "per 1% of improvement" + (s.improvement === null || s.improvement === undefined ? "" : " (" + pct(s.improvement) + ", " + s.improvement_source + ")"), usd(s.usd_per_percent)),
+        s.caps_words ? row("caps", "caps", s.caps_words) : null,
+        s.stop ? row("stop", "stopped by a rule", s.stop.kind) : null)),
+      s.stop ? el("p", { cls: "note", "data-spend": "stop-reason", text: "The run stopped: " + s.stop.reason + ". `assay run --continue` goes on." }) : null);
+  }
   function events() {
     var evs = data.events || [];
     return el("section", null, el("h2", { text: "Recent events" }),
@@ -448,6 +471,7 @@
     document.body.dataset.filtered = view.filter;
     replace("rates", rates());
     replace("costs", costs());
+    replace("spend", spend());
     if (cfg.mode === "live") replace("events", events());
     var seen = {};
     (data.experiments || []).forEach(function (r) { seen[r.id] = true; });
@@ -681,7 +705,7 @@
     var pts = (data.progress || { points: [] }).points;
     pts.forEach(function (q, i) { pidx[q.id] = i; });
     (d.points || []).forEach(function (q) { if (pidx[q.id] === undefined) pts.push(q); else pts[pidx[q.id]] = q; });
-    ["counts", "best", "baseline", "improvement", "incumbent", "events", "cost", "lock"].forEach(function (k) {
+    ["counts", "best", "baseline", "improvement", "incumbent", "events", "cost", "spend", "lock"].forEach(function (k) {
       if (d[k] !== undefined) data[k] = d[k];
     });
     data.version = d.version;
@@ -700,6 +724,7 @@
     drawChart(false);
     if (cfg.mode === "live") replace("events", events());
     replace("costs", costs());
+    replace("spend", spend());
     if (added) { redrawTable(); return true; }
     (d.rows || []).forEach(function (r) {  // patch rows in place
       var tr = document.querySelector("#experiments-table tr[data-id='" + r.id + "']");
