@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -289,12 +290,12 @@ def vocabulary(gguf: Any, size: int) -> tuple[list[str], list[float], list[int]]
     tokens += [f"<0x{b:02X}>" for b in range(256)]
     types += [gguf.TokenType.BYTE] * 256
     letters = "abcdefghijklmnopqrstuvwxyz"
-    pieces = ["\u2581"] + [f"\u2581{c}" for c in letters] + list(letters)
-    i = 0
-    while len(tokens) + len(pieces) < size:
-        a, b, c = letters[i % 26], letters[(i // 26) % 26], letters[(i // 676) % 26]
-        pieces.append(f"\u2581{c}{b}{a}" if i % 2 else f"{c}{b}{a}")
-        i += 1
+    pieces = ["\u2581"]
+    for length in range(1, 5):  # every word of 1-4 letters, with and without the space mark
+        for combo in itertools.product(letters, repeat=length):
+            if len(tokens) + len(pieces) >= size:
+                break
+            pieces += [f"\u2581{''.join(combo)}", "".join(combo)]
     tokens += pieces[: size - len(tokens)]
     types += [gguf.TokenType.NORMAL] * (size - len(types))
     scores = [0.0] * 259 + [-float(k) for k in range(size - 259)]
