@@ -59,7 +59,6 @@ TARGETS = ["llama-bench", "llama-quantize", "llama-simple", "llama-perplexity",
 # This CPU has AMX and llama.cpp's AMX matmul segfaults on batches > 1 (llama.cpp #20824):
 # native code without the AMX tile instructions keeps the repacked Q4_0 kernels.
 NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-BENCH_ARGS = ["-p", "512", "-n", "128", "-r", "3", "-fa", "1", "-t", "2", "-o", "json"]
 # The fixed text the differential check computes perplexity on (the model's context is 128
 # tokens; the text makes several chunks of byte-level tokens).
 PPL_CTX = 128
@@ -98,9 +97,18 @@ SMALL = Shape(layers=8, width=512, heads=8, kv_heads=2, ffn=1408, vocab=32000, c
 
 
 @dataclass(frozen=True)
-class Paths:
+class Study:
+    """Where the study keeps its files, and how it builds and measures."""
+
     cache: Path
     jobs: int = 2  # parallel compilations
+    threads: int = 2  # llama-bench -t
+    reps: int = 3  # llama-bench -r
+
+    @property
+    def bench_args(self) -> list[str]:
+        return ["-p", "512", "-n", "128", "-r", str(self.reps), "-fa", "1", "-t",
+                str(self.threads), "-o", "json"]
 
     @property
     def sdist(self) -> Path:
@@ -149,7 +157,7 @@ def run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = No
 
 # --- sources ---------------------------------------------------------------------------
 
-def download(p: Paths, requirement: str) -> Path:
+def download(p: Study, requirement: str) -> Path:
     """The sdist of ``requirement`` (``name==version``), downloaded once."""
     name, version = requirement.split("==")
     stem = f"{name.replace('-', '_')}-{version}"
@@ -217,7 +225,7 @@ def llama_version(src: Path) -> str:
     return f"{LLAMA_CPP_PYTHON.split('==')[1]}+ggml-{ggml_v}"
 
 
-def sources(p: Paths) -> None:
+def sources(p: Study) -> None:
     if not p.src.exists():
         unpack(download(p, LLAMA_CPP_PYTHON), "vendor/llama.cpp", p.src)
     make_repository(p.src)
@@ -234,7 +242,7 @@ def build_env() -> dict[str, str]:
     return env
 
 
-def configure(p: Paths, build: Path | None = None) -> None:
+def configure(p: Study, build: Path | None = None) -> None:
     build = build or p.build
     if (build / "CMakeCache.txt").exists():
         return
@@ -247,7 +255,7 @@ def configure(p: Paths, build: Path | None = None) -> None:
         env=build_env(), heavy=True, capture=True)
 
 
-def compile_targets(p: Paths) -> float:
+def compile_targets(p: Study) -> float:
     """Build the study's programs; the seconds it took."""
     configure(p)
     t0 = time.monotonic()
@@ -256,7 +264,7 @@ def compile_targets(p: Paths) -> float:
     return time.monotonic() - t0
 
 
-def keep_programs(p: Paths, name: str) -> Path:
+def keep_programs(p: Study, name: str) -> Path:
     """Copy the freshly built programs to ``bins/NAME``."""
     dest = p.bins(name)
     shutil.rmtree(dest, ignore_errors=True)
@@ -268,7 +276,7 @@ def keep_programs(p: Paths, name: str) -> Path:
 
 # --- the model -------------------------------------------------------------------------
 
-def gguf_module(p: Paths) -> Any:
+def gguf_module(p: Study) -> Any:
     """The ``gguf`` package, installed into the cache once (it is not an assay dependency)."""
     if not (p.pylib / "gguf").is_dir():
         log(f"installing {GGUF} into {p.pylib}")
@@ -302,7 +310,7 @@ def vocabulary(gguf: Any, size: int) -> tuple[list[str], list[float], list[int]]
     return tokens, scores, [int(t) for t in types]
 
 
-def write_model(p: Paths, shape: Shape, out: Path) -> None:
+def write_model(p: Study, shape: Shape, out: Path) -> None:
     """A llama GGUF with seeded random weights (f16 matrices, f32 norms)."""
     gguf = gguf_module(p)
     import numpy as np
@@ -361,7 +369,7 @@ def write_model(p: Paths, shape: Shape, out: Path) -> None:
     tmp.rename(out)
 
 
-def model(p: Paths, shape: Shape) -> Path:
+def model(p: Study, shape: Shape) -> Path:
     """The Q4_0 model file (written and quantized once)."""
     q4 = p.model(shape, "q4_0")
     if q4.exists():
@@ -394,9 +402,9 @@ class Bench:
     tg: float  # tg128 tokens/s
 
 
-def bench(bins: Path, model_file: Path) -> Bench:
+def bench(p: Study, bins: Path, model_file: Path) -> Bench:
     """One ``llama-bench -p 512 -n 128 -r 3 -fa 1 -t 2``: its pp512 and tg128 means."""
-    out = run([str(bins / "llama-bench"), "-m", str(model_file), *BENCH_ARGS], heavy=True,
+    out = run([str(bins / "llama-bench"), "-m", str(model_file), *p.bench_args], heavy=True,
               capture=True)
     rows = json.loads(out)
     pp = [r["avg_ts"] for r in rows if r["n_prompt"] == 512 and r["n_gen"] == 0]
@@ -406,8 +414,8 @@ def bench(bins: Path, model_file: Path) -> Bench:
     return Bench(pp=float(pp[0]), tg=float(tg[0]))
 
 
-def prepare(p: Paths, shape: Shape) -> Path:
-    """Sources, the incumbent's build, the model; one llama-bench printed."""
+def prepare(p: Study, shape: Shape, measure: bool = True) -> Path:
+    """Sources, the incumbent's build, the model; one llama-bench printed (``measure``)."""
     sources(p)
     if not (p.bins("incumbent") / "llama-bench").exists():
         git(p.src, "checkout", "-q", "--", ".")
@@ -417,8 +425,10 @@ def prepare(p: Paths, shape: Shape) -> Path:
         keep_programs(p, "incumbent")
     m = model(p, shape)
     log(f"model {m.name}: {m.stat().st_size / 2**20:.1f} MiB, sha256 {file_hash(m)}")
-    b = bench(p.bins("incumbent"), m)
-    log(f"llama-bench {' '.join(BENCH_ARGS)}: pp512 {b.pp:.1f} t/s, tg128 {b.tg:.1f} t/s")
+    if not measure:
+        return m
+    b = bench(p, p.bins("incumbent"), m)
+    log(f"llama-bench {' '.join(p.bench_args)}: pp512 {b.pp:.1f} t/s, tg128 {b.tg:.1f} t/s")
     return m
 
 
@@ -470,11 +480,11 @@ def backend_ops(bins: Path, op: str, params: str) -> tuple[bool, str]:
     return r.returncode == 0, (lines[-1] if lines else f"exit code {r.returncode}")
 
 
-def perplexity(bins: Path, model_file: Path, text: Path) -> str:
+def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
     """The per-chunk and final perplexities of ``model_file`` on the fixed text (flash
     attention on, whole 128-token batches: the tiled flash-attention path runs)."""
     r = subprocess.run([*NICE, str(bins / "llama-perplexity"), "-m", str(model_file), "-f",
-                        str(text), "-c", str(PPL_CTX), "-b", str(PPL_CTX), "-t", "2",
+                        str(text), "-c", str(PPL_CTX), "-b", str(PPL_CTX), "-t", str(p.threads),
                         "-fa", "on", "--no-warmup"],
                        text=True, capture_output=True, check=False)
     if r.returncode != 0:
@@ -488,11 +498,18 @@ def perplexity(bins: Path, model_file: Path, text: Path) -> str:
     return "\n".join(keep)
 
 
-def greedy(bins: Path, model_file: Path) -> str:
-    """32 greedily generated tokens (llama-simple), the text only."""
-    out = run([str(bins / "llama-simple"), "-m", str(model_file), "-n", "32",
-               "The capital of France is"], heavy=True, capture=True)
-    return out.strip()
+def greedy(bins: Path, model_file: Path) -> str | None:
+    """32 greedily generated tokens (llama-simple, its default threads), the text only;
+    None when it takes more than two minutes (a busy machine)."""
+    try:
+        r = subprocess.run([*NICE, str(bins / "llama-simple"), "-m", str(model_file), "-n", "32",
+                            "The capital of France is"], text=True, capture_output=True,
+                           check=False, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    if r.returncode != 0:
+        raise StudyError(f"llama-simple in {bins} failed ({r.returncode}): {r.stderr[-1500:]}")
+    return r.stdout.strip()
 
 
 # Numbers in the perplexity output may differ by this much (relative): a change of the
@@ -508,17 +525,17 @@ class Comparison:
     candidate: str
 
 
-def compare(p: Paths, name: str, model_file: Path) -> Comparison:
+def compare(p: Study, name: str, model_file: Path) -> Comparison:
     """Perplexity of candidate ``name`` against the incumbent's, within ``PPL_RTOL``."""
     text = p.cache / "ppl-text.txt"
     text.write_text(PPL_TEXT + "\n")
-    a = perplexity(p.bins("incumbent"), model_file, text)
-    b = perplexity(p.bins(name), model_file, text)
+    a = perplexity(p, p.bins("incumbent"), model_file, text)
+    b = perplexity(p, p.bins(name), model_file, text)
     bad = compare_outputs(a, b, rtol=PPL_RTOL)
     return Comparison(not bad, "\n".join(m.describe() for m in bad), a, b)
 
 
-def apply_patch(p: Paths, c: Candidate) -> None:
+def apply_patch(p: Study, c: Candidate) -> None:
     git(p.src, "checkout", "-q", "--", ".")
     r = subprocess.run(["git", "-C", str(p.src), "apply", "--check", str(c.path)],
                        text=True, capture_output=True, check=False)
@@ -528,7 +545,7 @@ def apply_patch(p: Paths, c: Candidate) -> None:
     git(p.src, "apply", str(c.path))
 
 
-def try_candidate(p: Paths, c: Candidate, model_file: Path) -> dict[str, Any]:
+def try_candidate(p: Study, c: Candidate, model_file: Path) -> dict[str, Any]:
     """Apply ``c`` to a clean tree, build it, run its checks and the compare."""
     row: dict[str, Any] = {"name": c.name, "expect": c.expect}
     try:
@@ -549,12 +566,13 @@ def try_candidate(p: Paths, c: Candidate, model_file: Path) -> dict[str, Any]:
         row["backend_ops"][f"{op} {params}".strip()] = {"passed": ok, "summary": summary}
     cmp = compare(p, c.name, model_file)
     row["compare"] = {"same": cmp.same, "why": cmp.why}
-    row["greedy_same"] = greedy(bins, model_file) == greedy(p.bins("incumbent"), model_file)
+    a, b = greedy(p.bins("incumbent"), model_file), greedy(bins, model_file)
+    row["greedy_same"] = "timeout" if a is None or b is None else a == b
     row["valid"] = cmp.same and all(v["passed"] for v in row["backend_ops"].values())
     return row
 
 
-def check_all(p: Paths, chosen: list[Candidate], model_file: Path) -> list[dict[str, Any]]:
+def check_all(p: Study, chosen: list[Candidate], model_file: Path) -> list[dict[str, Any]]:
     rows = []
     out = p.cache / "candidates.json"
     for c in chosen:
@@ -579,8 +597,8 @@ def machine() -> str:
     return f"{platform.node()}|{cpu}|{os.cpu_count()} cpus"
 
 
-def truth_key(p: Paths, model_file: Path) -> str:
-    raw = f"{llama_version(p.src)}|{file_hash(model_file)}|{machine()}|{' '.join(BENCH_ARGS)}"
+def truth_key(p: Study, model_file: Path) -> str:
+    raw = f"{llama_version(p.src)}|{file_hash(model_file)}|{machine()}|{' '.join(p.bench_args)}"
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
@@ -610,26 +628,26 @@ def paired_effect(inc: list[float], cand: list[float], level: float = 0.90) -> E
     return Effect(pct(m), pct(m - half), pct(m + half), n)
 
 
-def measure_pairs(p: Paths, name: str, model_file: Path, pairs: int) -> dict[str, list[float]]:
+def measure_pairs(p: Study, name: str, model_file: Path, pairs: int) -> dict[str, list[float]]:
     """``pairs`` interleaved llama-bench pairs, the order alternating (ABBA)."""
     v: dict[str, list[float]] = {"inc_pp": [], "inc_tg": [], "cand_pp": [], "cand_tg": []}
     for i in range(pairs):
         order = ["inc", "cand"] if i % 2 == 0 else ["cand", "inc"]
         for side in order:
-            b = bench(p.bins("incumbent" if side == "inc" else name), model_file)
+            b = bench(p, p.bins("incumbent" if side == "inc" else name), model_file)
             v[f"{side}_pp"].append(b.pp)
             v[f"{side}_tg"].append(b.tg)
     return v
 
 
-def truth(p: Paths, chosen: list[Candidate], model_file: Path, pairs: int) -> dict[str, Any]:
+def truth(p: Study, chosen: list[Candidate], model_file: Path, pairs: int) -> dict[str, Any]:
     """Each candidate against the incumbent, cached by version, model and machine."""
     key = truth_key(p, model_file)
     path = p.cache / "truth" / f"{key}.json"
     data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
         "llama_cpp": llama_version(p.src), "model": model_file.name,
         "model_sha256": file_hash(model_file), "machine": machine(),
-        "bench": " ".join(BENCH_ARGS), "candidates": {}}
+        "bench": " ".join(p.bench_args), "candidates": {}}
     for c in chosen:
         have = data["candidates"].get(c.name)
         if have and len(have["inc_tg"]) >= pairs:
@@ -675,11 +693,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="each candidate against the incumbent in interleaved pairs")
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=2, help="parallel compilations")
+    ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
+    ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
     args = ap.parse_args(argv)
-    p = Paths(args.cache.expanduser(), args.jobs)
+    p = Study(args.cache.expanduser(), args.jobs, args.threads, args.reps)
     shape = TINYLLAMA if args.full_size else SMALL
     try:
-        m = prepare(p, shape)
+        m = prepare(p, shape, measure=args.command == "prepare" and not args.truth)
         if args.command == "candidates":
             check_all(p, candidates(args.names), m)
         elif args.command == "compare":
