@@ -491,7 +491,9 @@ def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
         raise StudyError(f"llama-perplexity in {bins} failed ({r.returncode}): "
                          f"{r.stderr[-1500:]}")
     out = r.stdout + r.stderr
-    keep = [ln.strip() for ln in out.splitlines()
+    # the per-chunk line, and the final one without its timestamp prefix
+    keep = [ln.strip()[ln.strip().find("Final estimate"):] if "Final estimate" in ln
+            else ln.strip() for ln in out.splitlines()
             if ln.strip().startswith("[1]") or "Final estimate" in ln]
     if not keep:
         raise StudyError(f"llama-perplexity printed no perplexities: {out[-1500:]}")
