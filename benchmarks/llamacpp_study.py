@@ -34,6 +34,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -491,13 +492,13 @@ def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
         raise StudyError(f"llama-perplexity in {bins} failed ({r.returncode}): "
                          f"{r.stderr[-1500:]}")
     out = r.stdout + r.stderr
-    # the per-chunk line, and the final one without its timestamp prefix
-    keep = [ln.strip()[ln.strip().find("Final estimate"):] if "Final estimate" in ln
-            else ln.strip() for ln in out.splitlines()
-            if ln.strip().startswith("[1]") or "Final estimate" in ln]
-    if not keep:
+    # llama-perplexity prints each chunk's value as it goes, so other log lines can land in
+    # the middle of that line: take the values themselves, and the final estimate
+    chunks = re.findall(r"\[(\d+)\](\d+\.\d+)", out)
+    final = re.findall(r"Final estimate: PPL = \S+ \+/- \S+", out)
+    if not chunks or len(final) != 1:
         raise StudyError(f"llama-perplexity printed no perplexities: {out[-1500:]}")
-    return "\n".join(keep)
+    return "\n".join([",".join(f"[{i}]{v}" for i, v in chunks), final[0]])
 
 
 def greedy(bins: Path, model_file: Path) -> str | None:
@@ -575,14 +576,14 @@ def try_candidate(p: Study, c: Candidate, model_file: Path) -> dict[str, Any]:
 
 
 def check_all(p: Study, chosen: list[Candidate], model_file: Path) -> list[dict[str, Any]]:
-    rows = []
     out = p.cache / "candidates.json"
+    rows: list[dict[str, Any]] = json.loads(out.read_text()) if out.exists() else []
     for c in chosen:
         log(f"--- {c.name}")
         row = try_candidate(p, c, model_file)
         for k, v in row.items():
             log(f"  {k}: {v}")
-        rows.append(row)
+        rows = [r for r in rows if r["name"] != c.name] + [row]
         out.write_text(json.dumps(rows, indent=1))
     log(f"results in {out}")
     return rows
@@ -687,7 +688,7 @@ def truth_table(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("command", nargs="?", default="prepare",
-                    choices=["prepare", "candidates", "compare"])
+                    help="prepare (the default), candidates or compare")
     ap.add_argument("names", nargs="*", help="candidate patch names (default: all)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "assay" / "llamacpp")
     ap.add_argument("--full-size", action="store_true", help="TinyLlama 1.1B's own shapes")
@@ -698,6 +699,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
     ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
     args = ap.parse_args(argv)
+    if args.command not in ("prepare", "candidates", "compare"):
+        # `--truth NAME ...`: the names alone, no command
+        args.names.insert(0, args.command)
+        args.command = "prepare"
     p = Study(args.cache.expanduser(), args.jobs, args.threads, args.reps)
     shape = TINYLLAMA if args.full_size else SMALL
     try:
