@@ -484,6 +484,16 @@ def backend_ops(bins: Path, op: str, params: str) -> tuple[bool, str]:
 def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
     """The per-chunk and final perplexities of ``model_file`` on the fixed text (flash
     attention on, whole 128-token batches: the tiled flash-attention path runs)."""
+    for attempt in range(3):
+        try:
+            return perplexity_once(p, bins, model_file, text)
+        except StudyError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def perplexity_once(p: Study, bins: Path, model_file: Path, text: Path) -> str:
     r = subprocess.run([*NICE, str(bins / "llama-perplexity"), "-m", str(model_file), "-f",
                         str(text), "-c", str(PPL_CTX), "-b", str(PPL_CTX), "-t", str(p.threads),
                         "-fa", "on", "--no-warmup"],
@@ -493,7 +503,8 @@ def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
                          f"{r.stderr[-1500:]}")
     out = r.stdout + r.stderr
     # llama-perplexity prints each chunk's value as it goes, so other log lines can land in
-    # the middle of that line: take the values themselves, and the final estimate
+    # the middle of a line: take the values themselves, and the final estimate (a run
+    # whose final line was cut by another is run again)
     chunks = re.findall(r"\[(\d+)\](\d+\.\d+)", out)
     final = re.findall(r"Final estimate: PPL = \S+ \+/- \S+", out)
     if not chunks or len(final) != 1:
