@@ -684,12 +684,12 @@ def truth(p: Study, chosen: list[Candidate], model_file: Path, pairs: int) -> di
 def truth_table(data: dict[str, Any]) -> str:
     rows = [f"llama.cpp {data['llama_cpp']}, {data['model']} ({data['model_sha256']}), "
             f"{data['machine']}, llama-bench {data['bench']}",
-            f"{'candidate':<28}{'pairs':>6}{'tg128 %':>9}{'90% interval':>20}"
+            f"{'candidate':<32}{'pairs':>6}{'tg128 %':>9}{'90% interval':>20}"
             f"{'pp512 %':>9}{'90% interval':>20}{'tg inc t/s':>12}{'pp inc t/s':>12}"]
     for name, v in data["candidates"].items():
         tg = paired_effect(v["inc_tg"], v["cand_tg"])
         pp = paired_effect(v["inc_pp"], v["cand_pp"])
-        rows.append(f"{name:<28}{tg.n:>6}{tg.mean:>+9.2f}{f'[{tg.low:+.2f}, {tg.high:+.2f}]':>20}"
+        rows.append(f"{name:<32}{tg.n:>6}{tg.mean:>+9.2f}{f'[{tg.low:+.2f}, {tg.high:+.2f}]':>20}"
                     f"{pp.mean:>+9.2f}{f'[{pp.low:+.2f}, {pp.high:+.2f}]':>20}"
                     f"{statistics.median(v['inc_tg']):>12.1f}"
                     f"{statistics.median(v['inc_pp']):>12.1f}")
