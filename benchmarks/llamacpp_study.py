@@ -482,21 +482,27 @@ def backend_ops(bins: Path, op: str, params: str) -> tuple[bool, str]:
 
 
 def perplexity(p: Study, bins: Path, model_file: Path, text: Path) -> str:
-    """The per-chunk and final perplexities of ``model_file`` on the fixed text (flash
-    attention on, whole 128-token batches: the tiled flash-attention path runs)."""
-    for attempt in range(3):
-        try:
-            return perplexity_once(p, bins, model_file, text)
-        except StudyError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    """The per-chunk and final perplexities of ``model_file`` on the fixed text, flash
+    attention on, computed twice: in whole 128-token micro-batches (the tiled
+    flash-attention path and the Q4_0 GEMM run) and one token at a time (the batch-1
+    decoding kernels run: the Q4_0 GEMV, the one-row flash attention)."""
+    out = []
+    for ubatch in (PPL_CTX, 1):
+        for attempt in range(3):
+            try:
+                lines = perplexity_once(p, bins, model_file, text, ubatch)
+                break
+            except StudyError:
+                if attempt == 2:
+                    raise
+        out += [f"ub{ubatch}: {ln}" for ln in lines.splitlines()]
+    return "\n".join(out)
 
 
-def perplexity_once(p: Study, bins: Path, model_file: Path, text: Path) -> str:
+def perplexity_once(p: Study, bins: Path, model_file: Path, text: Path, ubatch: int) -> str:
     r = subprocess.run([*NICE, str(bins / "llama-perplexity"), "-m", str(model_file), "-f",
-                        str(text), "-c", str(PPL_CTX), "-b", str(PPL_CTX), "-t", str(p.threads),
-                        "-fa", "on", "--no-warmup"],
+                        str(text), "-c", str(PPL_CTX), "-b", str(PPL_CTX), "-ub", str(ubatch),
+                        "-t", str(p.threads), "-fa", "on", "--no-warmup"],
                        text=True, capture_output=True, check=False)
     if r.returncode != 0:
         raise StudyError(f"llama-perplexity in {bins} failed ({r.returncode}): "
@@ -526,9 +532,12 @@ def greedy(bins: Path, model_file: Path) -> str | None:
     return r.stdout.strip()
 
 
-# Numbers in the perplexity output may differ by this much (relative): a change of the
-# order in which floats are summed moves them by about 1e-6, a wrong kernel by far more.
-PPL_RTOL = 1e-4
+# Numbers in the perplexity output may differ by this much (relative). Measured on the
+# study's random-weight model: patches that keep every operation's order give identical
+# perplexities; the two-accumulator GEMV (reordered float sums) moves the one-token-at-a-time
+# perplexities by 1.6e-3 (this model amplifies rounding); the wrong flash-attention fusion
+# moves the 128-token ones by 0.23.
+PPL_RTOL = 1e-2
 
 
 @dataclass(frozen=True)
