@@ -22,9 +22,14 @@ def test_llamacpp_recipe_reads_llama_bench_json() -> None:
     from assay.metrics import read_metric
 
     target = config.load(EXAMPLES / "llamacpp")
-    out = ('[{"model_type": "llama 7B Q4_0", "n_prompt": 0, "n_gen": 128, '
+    out = ('[{"model_type": "llama 7B Q4_0", "n_prompt": 512, "n_gen": 0, '
+           '"avg_ts": 3712.4, "stddev_ts": 20.1}, '
+           '{"model_type": "llama 7B Q4_0", "n_prompt": 0, "n_gen": 128, '
            '"avg_ts": 52.1, "stddev_ts": 0.3}]')
     assert read_metric(target.metric, out, EXAMPLES) == pytest.approx(52.1)
+    [pp] = target.guards
+    assert (pp.name, pp.tolerance) == ("pp512", 0.02)
+    assert read_metric(pp, out, EXAMPLES) == pytest.approx(3712.4)
     from assay.proposers.agent import AgentProposer
     from assay.research import ResearchConfig
 
