@@ -30,6 +30,7 @@ from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .model import Experiment, ExperimentState
 from .proposers.base import Proposer
+from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import sessions as sessions_of
@@ -44,11 +45,12 @@ def load(root: str | Path = ".", config: str | None = None, **overrides: Any) ->
         raise ConfigError(f"cannot read the config: {exc}", file=str(config or "assay.toml"),
                           valid="a UTF-8 TOML file") from None
     run_over = {k: v for k, v in overrides.items() if v is not None}
-    for key, low in (("slots", 1), ("budget", 0)):
-        if key in run_over and (not isinstance(run_over[key], int) or run_over[key] < low):
+    for key, low, high in (("slots", 1, 1024), ("budget", 0, config_mod.BUDGET_MAX)):
+        if key in run_over and (not isinstance(run_over[key], int)
+                                or not low <= run_over[key] <= high):
             raise ConfigError(f"--{key} {run_over[key]!r} is out of range",
                               file=str(target.config_path), key=f"run.{key}",
-                              valid=f"an integer >= {low}")
+                              valid=f"an integer from {low} to {high}")
     if run_over:
         if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
             raise ConfigError(f"--slots {run_over['slots']} does not match the "
@@ -120,6 +122,10 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
             on_event: Event | None = None, name: str | None = None,
             lock: bool = True, from_head: bool = False, retry: bool = False) -> Iterator[Loop]:
     """A started loop holding the target's lock; closes everything on exit."""
+    if name is not None and branch_problem(name):
+        raise ConfigError(f"--name {name!r} {branch_problem(name)}", file=str(target.config_path),
+                          key="target.name",
+                          valid='a git branch name such as "speed-1" or "ops/softmax"')
     run_lock = RunLock(target.state_dir / "run.lock")
     reaped: list[int] = []
     if lock:
