@@ -681,7 +681,8 @@ class Loop:
         if why:
             self.emit("error", why)
             self.fail(why)
-        self.calibrate()
+        else:  # no noise to measure on an incumbent that fails its checks
+            self.calibrate()
         # the budget counts this session's experiments: the drive's goal is a journal total
         self.drive = Drive(budget + self._session_base, deadline, max_hours, until=until,
                            propose=propose)

@@ -163,8 +163,24 @@ def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:
     if rec.get("remeasured"):  # its first pairs were against an incumbent since replaced
         text = "(re-measured after a keep) " + text
     if verdict in ("invalid", "crashed") and rec["reason"]:
-        text += f" ({str(rec['reason']).splitlines()[0][:120]})"
+        text += f" ({cut_at_word(str(rec['reason']), REASON_CHARS, rec['id'])})"
     return head, text
+
+
+REASON_CHARS = 120  # a reason in an experiment's line; `assay show` has it whole
+
+
+def cut_at_word(text: str, limit: int, exp_id: str) -> str:
+    """``text``'s first line, cut at a word within ``limit`` characters with "…" and a
+    pointer to ``assay show`` when anything was left out."""
+    lines = text.strip().splitlines() or [""]
+    first = lines[0]
+    if len(first) <= limit and len(lines) == 1:
+        return first
+    if len(first) > limit:
+        cut = first[:limit + 1].rsplit(" ", 1)[0] if " " in first[:limit + 1] else first[:limit]
+        first = cut.rstrip(" ,;:(") + "…"
+    return f"{first}; see `assay show {exp_id}`"
 
 
 def print_row(console: Console, head: str, text: str, style: str = "") -> None:
