@@ -264,7 +264,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
-    from .faces.terminal import print_blocks, print_platforms
+    from .faces.terminal import print_blocks, print_platforms, print_table
 
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
@@ -276,8 +276,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     for r in data["runs"]:
         t.add_row(r["run_id"], r["role"], r["status"],
                   ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items()), r["slot"],
-                  f"{r['wall_s']:.2f}", escape(r["reason"][:60]))
-    console.print(t)
+                  f"{r['wall_s']:.2f}",
+                  escape(r["reason"][:60] if console.is_terminal else r["reason"]))
+    print_table(console, t)
     if data["patch"]:
         console.print("[bold]patch[/]")
         console.print(data["patch"], highlight=False, markup=False)

@@ -396,3 +396,20 @@ def test_checks_failing_on_the_incumbent_stop_before_any_noise_is_measured(
     assert proc.returncode == 1, out
     assert "error:" in out and "incumbent" in out, out
     assert "measuring noise" not in out and "A/A" not in out, out
+
+
+def test_a_table_piped_to_a_file_keeps_every_value_whole(ran_target: Path) -> None:
+    from assay.faces.terminal import number
+
+    for exp in api.log(ran_target):
+        data = api.show(exp["id"], ran_target)
+        if not data["runs"]:
+            continue
+        proc = assay_cli("show", exp["id"], "-C", str(ran_target), env={"COLUMNS": "40"})
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert "…" not in proc.stdout, proc.stdout
+        for r in data["runs"]:
+            row = next(ln for ln in lines if r["run_id"] in ln)
+            metrics = ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items())
+            assert metrics in row and r["reason"] in row, (row, r)

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ..journal import peek_count
 from ..loop import Summary
@@ -447,10 +448,19 @@ def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
                       soft_wrap=True)
 
 
+def print_table(console: Console, table: Table) -> None:
+    """``table`` fitted to a terminal; to a pipe, a file or a pager, at its whole width (a
+    value is never cut with "…" where nobody can widen the window)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = max(console.width, console.measure(table, options=console.options.update_width(
+        100_000)).maximum)
+    Console(file=console.file, width=width, highlight=False, no_color=True).print(table)
+
+
 def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
     """A decision's per-platform table: each platform's own effect and interval."""
-    from rich.table import Table
-
     t = Table(title="per platform")
     for col in ("platform", "state", "improvement", "interval", "pairs"):
         t.add_column(col, no_wrap=True)
@@ -461,4 +471,4 @@ def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
         t.add_row(escape(str(r["platform"])), str(r["state"]), pct(r.get("effect")),
                   interval(r.get("lo"), r.get("hi")), str(r.get("pairs", 0)),
                   escape(reason))
-    console.print(t)
+    print_table(console, t)
