@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from assay import api
 
@@ -69,10 +70,12 @@ def pi_load(text: str) -> dict[str, Any]:
     return state
 
 
-def _journal(tiny_target: TinyFactory) -> Path:
+def _journal(tiny_target: TinyFactory, memory: str = "mem_kb") -> Path:
     checks = "import sys, work\nsys.exit(1 if work.WORK == 12345 else 0)\n"
     root = tiny_target(work=300_000, budget=3, pairs=4,
                        extra='[proposer.queue]\npath = "patches"\n', files={"checks.py": checks})
+    for name in ("bench.py", "assay.toml"):  # the memory guard's name (its unit at the end)
+        (root / name).write_text((root / name).read_text().replace("mem_kb", memory))
     cfg = (root / "assay.toml").read_text().replace(
         "bench_timeout = 30", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"')
     cfg = cfg.replace('protected = ["bench.py"]', 'protected = ["bench.py", "checks.py"]')
@@ -108,15 +111,17 @@ def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None
     assert runs[1]["metric"] < runs[0]["metric"]  # the slower one shows slower
 
 
-def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory) -> None:
-    root = _journal(tiny_target)
+@pytest.mark.parametrize("memory", ["mem_kb", "peak_kb"])
+def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory, memory: str) -> None:
+    root = _journal(tiny_target, memory)
     df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
     assert list(df.columns) == ["commit", "speed", "memory_gb", "status", "description"]
     assert list(df["status"]) == ["keep", "discard", "crash", "keep"]
     assert df["description"][0] == "baseline"
     base, slower, broken, kept = (df.iloc[i] for i in range(4))
-    # mem_kb = 100 KiB, converted by the guard's unit: 100 * 1024 / 1024**3 GB
-    assert base["memory_gb"] == round(100 * 1024 / 1024 ** 3, 1)
+    # 100 KiB, found as memory by the guard's unit (the name's last word), in GiB
+    assert base["memory_gb"] == pytest.approx(100 * 1024 / 1024 ** 3, rel=0.01)
+    assert kept["memory_gb"] == pytest.approx(100 * 1024 / 1024 ** 3, rel=0.01)
     assert broken["speed"] == 0.0
     exp = {e["hypothesis"]: e for e in api.log(root)}
     d = exp["four times the work"]["decision"]

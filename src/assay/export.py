@@ -31,23 +31,39 @@ from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
            ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash"}
-# Bytes per unit, for memory guards (the unit field first, else the name's suffix).
+# Bytes per unit, for memory guards: the guard's unit, else its name's last word.
 _BYTES = {"b": 1, "byte": 1, "bytes": 1, "kb": 1024, "kib": 1024, "k": 1024,
           "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
           "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
+_NAME_UNITS = ("bytes", "kb", "kib", "mb", "mib", "gb", "gib")  # peak_kb, peak_vram_mb
+
+
+def memory_unit(spec: MetricSpec) -> str:
+    """The memory unit a metric is counted in ('' when it is not a memory): its ``unit``
+    (kb, MiB, bytes ...), else the last word of its name (``peak_kb``, ``peak_vram_mb``)."""
+    unit = spec.unit.strip().lower()
+    if unit in _BYTES:
+        return unit
+    last = spec.name.lower().rsplit("_", 1)[-1]
+    return last if "_" in spec.name and last in _NAME_UNITS else ""
 
 
 def memory_guard(target: Target) -> MetricSpec | None:
-    return next((g for g in target.guards if any(w in g.name.lower() for w in
-                                                  ("mem", "vram", "rss"))), None)
+    """The first guard counted in a memory unit (the ``memory_gb`` of the exports)."""
+    return next((g for g in target.guards if memory_unit(g)), None)
 
 
 def to_gb(value: float, spec: MetricSpec) -> float:
-    """A memory value in GiB, converted by the guard's unit (MB for ``peak_vram_mb``)."""
-    unit = spec.unit.strip().lower()
-    if unit not in _BYTES:
-        unit = spec.name.lower().rsplit("_", 1)[-1]
-    return value * _BYTES.get(unit, 1024 ** 2) / 1024 ** 3
+    """A memory value in GiB, converted by the guard's unit."""
+    return value * _BYTES[memory_unit(spec)] / 1024 ** 3
+
+
+def gb_text(value: float | None) -> str:
+    """``memory_gb`` as results.tsv writes it: one decimal, more digits below 1 GB (a few
+    hundred MB must not read as 0.0)."""
+    if value is None:
+        return "0.0"
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 def _median(values: list[float]) -> float | None:
@@ -166,7 +182,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
         lines = [f"commit\t{target.metric.name}\tmemory_gb\tstatus\tdescription"]
         for r in data:
             metric = f"{r['metric']:.6f}" if r["metric"] is not None else "0.000000"
-            mem = f"{r['memory_gb']:.1f}" if r["memory_gb"] is not None else "0.0"
+            mem = gb_text(r["memory_gb"])
             lines.append(f"{r['commit'] or '-'}\t{metric}\t{mem}\t{r['status']}\t"
                          f"{_one_line(r['description'])}")
         return "\n".join(lines) + "\n"
