@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from assay import api
+from assay.journal import Journal
 
 from .conftest import TinyFactory, git, patch_work
 
@@ -70,7 +71,7 @@ def pi_load(text: str) -> dict[str, Any]:
     return state
 
 
-def _journal(tiny_target: TinyFactory, memory: str = "mem_kb") -> Path:
+def _journal(tiny_target: TinyFactory, memory: str = "mem_kb", aa_blocks: int = 0) -> Path:
     checks = "import sys, work\nsys.exit(1 if work.WORK == 12345 else 0)\n"
     root = tiny_target(work=300_000, budget=3, pairs=4,
                        extra='[proposer.queue]\npath = "patches"\n', files={"checks.py": checks})
@@ -79,6 +80,7 @@ def _journal(tiny_target: TinyFactory, memory: str = "mem_kb") -> Path:
     cfg = (root / "assay.toml").read_text().replace(
         "bench_timeout = 30", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"')
     cfg = cfg.replace('protected = ["bench.py"]', 'protected = ["bench.py", "checks.py"]')
+    cfg = cfg.replace("aa_blocks = 0", f"aa_blocks = {aa_blocks}")
     (root / "assay.toml").write_text(cfg)
     git(root, "commit", "-qam", "checks")
     folder = root / "patches"
@@ -92,7 +94,7 @@ def _journal(tiny_target: TinyFactory, memory: str = "mem_kb") -> Path:
 
 
 def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None:
-    root = _journal(tiny_target)
+    root = _journal(tiny_target, aa_blocks=2)  # a calibrated noise floor
     state = pi_load(api.export("jsonl", root))
     assert state["configs"] == 1
     assert (state["metricName"], state["bestDirection"]) == ("speed", "higher")
@@ -109,6 +111,14 @@ def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None
     kept = runs[3]
     assert kept["commit"] and kept["metric"] > runs[0]["metric"] * 3
     assert runs[1]["metric"] < runs[0]["metric"]  # the slower one shows slower
+    # confidence is pi's "best improvement over the noise floor": nothing before a keep
+    # (a discard's own effect is no evidence that anything is real), then the keep's
+    assert [r["confidence"] for r in runs[:3]] == [None, None, None]
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    noise = journal.get_meta("calibration")["pooled"]
+    journal.close()
+    effect = next(e for e in api.log(root) if e["state"] == "kept")["decision"]["effect"]
+    assert kept["confidence"] == pytest.approx(effect / noise, rel=1e-3)
 
 
 @pytest.mark.parametrize("memory", ["mem_kb", "peak_kb"])

@@ -7,7 +7,8 @@
 - ``jsonl``: pi-autoresearch's ``log.jsonl`` -- a ``{"type": "config", ...}`` header line,
   then one line per run with a numeric ``run`` (1 is the baseline), ``commit``, ``metric``,
   ``metrics`` (the guards), ``status`` (keep / discard / crash / checks_failed),
-  ``description``, ``timestamp`` (ms), ``segment`` and ``confidence``; assay's own fields
+  ``description``, ``timestamp`` (ms), ``segment`` and ``confidence`` (the best kept
+  improvement so far over the noise floor, as pi means it); assay's own fields
   (id, effect, interval, reason) ride in ``asi``, the loader's free-form field.
 - ``csv``: one row per experiment with every decision field.
 
@@ -169,11 +170,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _confidence(r: dict[str, Any], noise: float | None) -> float | None:
-    """pi-autoresearch's confidence: the effect in multiples of the measured noise."""
-    if r["effect"] is None or not noise or not math.isfinite(noise):
-        return None
-    return round(abs(float(r["effect"])) / noise, 3)
+def _confidences(data: list[dict[str, Any]], noise: float | None) -> list[float | None]:
+    """pi-autoresearch's ``confidence`` on each row: the improvement over the baseline so
+    far (the kept effects compounded) in multiples of the noise floor, which is what its
+    "likely real" reads; never a row's own effect. None before anything was kept, or
+    without a measured noise."""
+    out: list[float | None] = []
+    gain: float | None = None
+    for r in data:
+        if r["state"] == ExperimentState.KEPT.value and r["effect"] is not None:
+            gain = (1.0 + (gain or 0.0)) * (1.0 + float(r["effect"])) - 1.0
+        known = gain is not None and noise is not None and noise > 0 and math.isfinite(noise)
+        out.append(round(gain / noise, 3) if known and gain is not None and noise else None)
+    return out
 
 
 def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = False) -> str:
@@ -194,6 +203,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                   "bestDirection": "higher" if target.metric.direction is Direction.MAXIMIZE
                   else "lower"}
         out = [json.dumps(header)]
+        confidence = _confidences(data, noise)
         for n, r in enumerate(data, start=1):
             out.append(json.dumps({
                 "run": n, "commit": r["commit"],
@@ -201,7 +211,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                 "metrics": r["metrics"], "status": r["pi_status"],
                 "description": _one_line(r["description"]),
                 "timestamp": int(float(r["timestamp"]) * 1000), "segment": 0,
-                "confidence": _confidence(r, noise),
+                "confidence": confidence[n - 1],
                 "asi": {"assay_id": r["id"], "state": r["state"], "effect": r["effect"],
                         "interval": [r["lo"], r["hi"]], "runs": r["runs"],
                         "reason": r["reason"], "proposer": r["proposer"],
