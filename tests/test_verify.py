@@ -293,3 +293,26 @@ def test_a_chain_that_cannot_be_measured_keeps_the_paired_total(tmp_path: Path) 
     assert v["state"] == "kept" and v["lo"] < TRUE_TOTAL < v["hi"]
     assert "0 usable round(s)" in v["chain"]["error"]
     assert "improvement (paired, baseline vs final best): +" in out
+
+
+def test_the_verification_lines_name_only_the_runs_own_ids_and_commits(tmp_path: Path) -> None:
+    import re
+
+    root = repo(tmp_path)
+    res = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                   "2", "-v"])
+    assert res.exit_code == 0, res.output
+    j = journal_of(root)
+    try:
+        inc, base = j.incumbent(), str(j.get_meta("base_commit"))
+    finally:
+        j.close()
+    assert inc is not None
+    lines = [ln for ln in res.output.splitlines() if "[verify-" in ln]
+    assert any("kept:" in ln for ln in lines), res.output  # the comparison's verdict
+    for ln in lines:
+        # the comparison's own experiment (its e0001) and the commit it made on its scratch
+        # branch are not the run's: a line names neither
+        assert not re.search(r"\be\d{4}\b", ln), ln
+        for sha in re.findall(r"\b[0-9a-f]{12}\b", ln):
+            assert base.startswith(sha) or inc.commit.startswith(sha), ln
