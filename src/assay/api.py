@@ -29,6 +29,7 @@ from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .model import Experiment, ExperimentState
+from .paramdiff import params_diff
 from .proposers.base import Proposer
 from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
@@ -368,6 +369,8 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                        for r in journal.runs(exp_id)]
         for d in out["decisions"]:
             d.pop("next_block", None)
+        out["params_diff"] = params_diff(target, exp.candidate.base_commit,
+                                         exp.candidate.params) if exp.candidate.params else ""
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)

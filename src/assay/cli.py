@@ -282,6 +282,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     if data["patch"]:
         console.print("[bold]patch[/]")
         console.print(data["patch"], highlight=False, markup=False)
+    if data.get("params_diff"):
+        console.print("[bold]parameters, as the diff of the file they rewrite[/]")
+        console.print(data["params_diff"], highlight=False, markup=False)
 
 
 @app.command()

@@ -413,3 +413,15 @@ def test_a_table_piped_to_a_file_keeps_every_value_whole(ran_target: Path) -> No
             row = next(ln for ln in lines if r["run_id"] in ln)
             metrics = ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items())
             assert metrics in row and r["reason"] in row, (row, r)
+
+
+def test_show_gives_a_sweep_candidate_the_diff_of_the_file_it_rewrote(tiny_target: Any) -> None:
+    root = tiny_target(work=200_000, budget=1)
+    api.run(root, proposer="sweep")
+    exp = api.log(root)[0]
+    assert exp["params"] and not exp["patch_chars"]
+    proc = assay_cli("show", exp["id"], "-C", str(root))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "--- a/work.py\n+++ b/work.py\n" in out, out
+    assert "\n-WORK = 200000\n" in out and f"\n+WORK = {exp['params']['WORK']}\n" in out, out
