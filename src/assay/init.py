@@ -357,6 +357,8 @@ def detect(root: Path) -> InitPlan:
                        layout=plan.layout if plan.detected else "cmake")
         protected.append("CMakeLists.txt")
         protected += [f"{d}/**" for d in ("test", "tests") if (root / d).is_dir()]
+    elif (root / "Makefile").is_file() and not plan.build and _builds_nothing(root):
+        found.append(f"Makefile: {_builds_nothing(root)}: no build command")
     elif (root / "Makefile").is_file() and not plan.build:
         found.append("Makefile: a make build")
         cc = ' CC="ccache cc" CXX="ccache c++"' if shutil.which("ccache") else ""
@@ -395,6 +397,31 @@ def detect(root: Path) -> InitPlan:
     plan = replace(plan, found=tuple(found), notes=tuple(notes),
                    protected=tuple(dict.fromkeys(protected)))
     return scope_cmake(plan) if cmake.is_file() else plan
+
+
+_GOAL = re.compile(r"^([A-Za-z0-9_.\-/]+)[ \t]*::?(?!=)", re.MULTILINE)
+_NOT_BUILDS = {"help", "test", "tests", "check", "lint", "clean", "docs", "doc", "install",
+               "format", "fmt", "coverage", "bench", "benchmark", "run", "serve", "dev",
+               "release", "dist", "publish", "upload", "venv", "setup", "usage"}
+_COMPILED = {".c", ".cc", ".cpp", ".cxx", ".cu", ".rs", ".go", ".zig", ".java"}
+
+
+def _builds_nothing(root: Path) -> str:
+    """Why ``make`` here builds nothing a benchmark runs ('' when it may): a default target
+    such as ``help``, or no compiled source at all (a Python project needs no build)."""
+    text = _read(root / "Makefile")
+    m = re.search(r"^\.DEFAULT_GOAL\s*:?=\s*(\S+)", text, re.MULTILINE)
+    goals = [g for g in _GOAL.findall(text) if not g.startswith(".")]
+    goal = m.group(1) if m else (goals[0] if goals else "")
+    rule = re.search(rf"^{re.escape(goal)}[ \t]*::?[ \t]*([^=\n]*)$", text, re.MULTILINE)
+    needs = rule.group(1).split() if goal and rule else []
+    if needs and all(n in _NOT_BUILDS for n in needs):  # `default: help`
+        goal = needs[0]
+    if goal in _NOT_BUILDS:
+        return f"its default target is {goal!r}, which builds nothing the bench runs"
+    if not any(Path(f).suffix in _COMPILED for f in _walk_code(root)):
+        return "no compiled source (a Python project needs no build)"
+    return ""
 
 
 def cpu_share(slots: int) -> int:
