@@ -425,3 +425,18 @@ def test_show_gives_a_sweep_candidate_the_diff_of_the_file_it_rewrote(tiny_targe
     out = proc.stdout
     assert "--- a/work.py\n+++ b/work.py\n" in out, out
     assert "\n-WORK = 200000\n" in out and f"\n+WORK = {exp['params']['WORK']}\n" in out, out
+
+
+def test_an_overridden_aa_blocks_is_announced_once_with_its_reason(tiny_target: Any) -> None:
+    root = tiny_target(budget=1)
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("aa_blocks = 0", "aa_blocks = 1"))
+    sh(root, "git", "commit", "-qam", "one A/A block")
+    first = assay_cli("run", "-C", str(root))
+    assert first.returncode == 0, first.stdout + first.stderr
+    said = [ln for ln in first.stdout.splitlines() if "aa_blocks" in ln]
+    assert said == ["warning: [decision] aa_blocks = 1 is overridden: 6 per slot, because a "
+                    "stable noise estimate needs at least 12 A/A pairs, and 1 block(s) of 2 "
+                    "pair(s) on 1 slot(s) give 2"], first.stdout
+    again = assay_cli("run", "-C", str(root), "--budget", "1")  # calibrated: nothing to say
+    assert again.returncode == 0 and "aa_blocks" not in again.stdout, again.stdout
