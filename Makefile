@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck clean browser
+.PHONY: demo test lint typecheck clean browser terminal
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,7 +28,12 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) browser
+terminal:
+	@command -v tmux >/dev/null 2>&1 || { \
+	  echo "installing Debian's tmux for the terminal tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+
+test: $(STAMP) browser terminal
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider

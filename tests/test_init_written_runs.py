@@ -60,3 +60,105 @@ def test_a_python_project_whose_makefile_builds_nothing_gets_no_build(tmp_path: 
     # the same Makefile building a default `all` target: still nothing to compile
     (root / "Makefile").write_text("all:\n\t@echo nothing\n")
     assert detect(root).build == ""
+
+
+class Tmux:
+    """`assay init` in a real terminal: a tmux server of its own, its pane read back."""
+
+    def __init__(self, root: Path, tag: str) -> None:
+        self.socket = f"assay-init-{os.getpid()}-{tag}"
+        cmd = (f"cd {shlex.quote(str(root))} && {shlex.quote(sys.executable)} -m assay init; "
+               "echo EXIT=$?; sleep 600")
+        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-x", "220", "-y",
+                        "60", cmd], check=True, env={**os.environ, "COLUMNS": "220"})
+
+    def pane(self) -> list[str]:
+        out = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-J", "-S", "-"],
+                             capture_output=True, text=True, check=True).stdout
+        return [ln.rstrip() for ln in out.splitlines()]
+
+    def answer(self, answers: list[str], deadline_s: float = 240) -> list[str]:
+        """Type each answer at the next question ('' takes the default) until init exits;
+        the transcript."""
+        todo = list(answers)
+        answered = -1
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            lines = self.pane()
+            if any(ln.startswith("EXIT=") for ln in lines):
+                return lines
+            filled = [i for i, ln in enumerate(lines) if ln]
+            last = filled[-1] if filled else -1
+            if last > answered and lines[last].endswith(":"):
+                reply = todo.pop(0) if todo else ""
+                keys = [reply, "Enter"] if reply else ["Enter"]
+                subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", "0", *keys],
+                               check=True)
+                answered = last
+            time.sleep(0.2)
+        raise AssertionError("init did not finish:\n" + "\n".join(self.pane()))
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> object:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is needed: `make` installs it (apt-get install tmux)")
+    made: list[Tmux] = []
+
+    def start(root: Path) -> Tmux:
+        t = Tmux(root, str(len(made)))
+        made.append(t)
+        return t
+
+    yield start
+    for t in made:
+        t.close()
+
+
+def test_in_a_terminal_init_confirms_each_guess_with_it_as_the_default(
+        tmp_path: Path, tmux: object) -> None:
+    root = make_repo(tmp_path / "minisql", PY_AUTO)
+    # Enter everywhere but the direction, which the user turns around
+    lines = tmux(root).answer(["", "maximize"])  # type: ignore[operator]
+    text = "\n".join(lines)
+    assert "EXIT=0" in text, text
+    for question in ("Metric name (as the benchmark prints it) [parse_ms]:",
+                     "Direction: maximize or minimize [minimize]: maximize",
+                     "Editable files (globs, comma-separated) [minisql/**/*.py]:",
+                     "Who proposes candidates: queue (patch files you put in patches/)"):
+        assert question in text, text
+    target = parse((root / "assay.toml").read_text(), root)
+    assert target.metric.name == "parse_ms" and target.metric.direction.value == "maximize"
+    assert target.editable == ("minisql/**/*.py",) and target.run.proposer == "queue"
+
+
+def test_a_config_init_writes_in_a_terminal_runs(tmp_path: Path, tmux: object) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    lines = tmux(empty).answer(["speed", "", "", "python bench.py"])  # type: ignore[operator]
+    text = "\n".join(lines)
+    assert "EXIT=2" in text and "matches no file" in text, text  # asked again, then refused
+    assert text.count("src/**/*.py matches no file here") == 2, text
+    assert not (empty / "assay.toml").exists()
+
+    root = make_repo(tmp_path / "one", {
+        "bench.py": "import work\nprint(f'METRIC speed={1e6 / work.WORK:.3f}')\n",
+        "work.py": "WORK = 1000\n"})
+    lines = tmux(root).answer(["speed", "", "", "python bench.py", "src/*.py", "work.py", "",
+                               "llm", ""])  # type: ignore[operator]
+    text = "\n".join(lines)
+    assert "EXIT=0" in text, text
+    assert "src/*.py matches no file here" in text  # the glob is asked again
+    target = parse((root / "assay.toml").read_text(), root)
+    assert target.editable == ("work.py",) and target.run.proposer == "queue"
+    assert target.sections["proposer"] == {"queue": {"path": "patches"}}
+    git(root, "add", "assay.toml")
+    git(root, "commit", "-qm", "assay")
+    run = subprocess.run([sys.executable, "-m", "assay", "run", "-C", str(root), "--budget",
+                          "1"], capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -408,11 +408,12 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
     plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
     if show is not None:
         show(plan.describe())
-    if not plan.complete:
-        if ask is None:
-            raise ConfigError(init_mod.missing_message(plan), file=str(root_path / "assay.toml"),
-                              valid=", ".join(init_mod.FLAGS[m] for m in plan.missing))
-        plan = init_mod.ask_plan(root_path, ask, plan=plan)
+    if ask is not None:  # a terminal: every guess is confirmed, the flags are not asked again
+        given = [k for k, v in (answers or {}).items() if v]
+        plan = init_mod.ask_plan(root_path, ask, plan=plan, given=given)
+    elif not plan.complete:
+        raise ConfigError(init_mod.missing_message(plan), file=str(root_path / "assay.toml"),
+                          valid=", ".join(init_mod.FLAGS[m] for m in plan.missing))
     return init_mod.write_config(root_path, plan, force=force)
 
 

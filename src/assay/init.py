@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import CONFIG_NAME, READERS, parse
+from .config import CONFIG_NAME, READERS, glob_match, parse
 from .errors import ConfigError
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 Prompt = Callable[[str, str], str]
+QUEUE_FOLDER = "patches"  # where init points the queue proposer (created when missing)
 
 _METRIC_IN_SCRIPT = re.compile(r"METRIC\s+([A-Za-z_][\w.\-/]*)\s*=")
 _SUMMARY_PRINT = re.compile(r"""print\(\s*f?["']\s*([A-Za-z_]\w*)\s*:""")
@@ -97,7 +98,7 @@ class InitPlan:
     other_metrics: tuple[tuple[str, str], ...] = ()  # (name, direction): offered as guards
     slots: int = 1
     budget: int = 20
-    proposer: str = "llm"
+    proposer: str = "queue"  # one that runs without a model: queue (patches/) or sweep
     rule: str = "sequential"
     delta: float = 0.01
     guards: tuple[tuple[str, str], ...] = ()  # (name, direction): written as [[guards]]
@@ -603,21 +604,68 @@ def _ask_text(prompt: Prompt, question: str, default: str, tries: int = 3) -> st
     raise ConfigError(f"{question!r} needs an answer", file=CONFIG_NAME)
 
 
-def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None) -> InitPlan:
-    """Complete a plan by asking: metric, direction, reader, bench, editable, checks.
+_SKIP_LISTING = {".git", ".assay", ".venv", "venv", "node_modules", "__pycache__"}
+
+
+def repository_files(root: Path, limit: int = 50_000) -> list[str]:
+    """The files under ``root`` (relative POSIX paths), leaving out git's and assay's own
+    folders, virtual environments and caches; at most ``limit``."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_LISTING)
+        here = Path(dirpath).relative_to(root)
+        out += [(here / f).as_posix() for f in sorted(filenames)]
+        if len(out) >= limit:
+            break
+    return out
+
+
+def unmatched_globs(root: Path, globs: Sequence[str]) -> list[str]:
+    """The globs that match no file under ``root``."""
+    files = repository_files(root)
+    return [g for g in globs if not any(glob_match(f, g) for f in files)]
+
+
+def _split_globs(text: str) -> tuple[str, ...]:
+    return tuple(g for g in (p.strip() for p in re.split(r"[,\s]+", text)) if g)
+
+
+def _ask_globs(prompt: Prompt, root: Path, default: str, tries: int = 3) -> tuple[str, ...]:
+    """Editable globs, asked again while one of them matches no file."""
+    question = "Editable files (globs, comma-separated)"
+    for _ in range(tries):
+        globs = _split_globs(prompt(question, default))
+        empty = unmatched_globs(root, globs) if globs else ["(none given)"]
+        if not empty:
+            return globs
+        question = (f"{', '.join(empty)} matches no file here; editable files (globs, "
+                    "comma-separated)")
+    raise ConfigError(f"no editable glob matching a file after {tries} tries",
+                      file=CONFIG_NAME, key="scope.editable",
+                      valid="globs that match the files to optimise (add them first)")
+
+
+_PROPOSER_WORDS = {"queue": "queue (patch files you put in patches/)",
+                   "sweep": "sweep (searches the [[params]] found)"}
+
+
+def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None,
+             given: Sequence[str] = ()) -> InitPlan:
+    """Confirm or complete a plan by asking: metric, direction, reader, bench, editable,
+    checks and proposer, each with its guess as the default answer.
 
     ``prompt(question, default) -> answer`` is called once per question (``typer.prompt``
-    fits); detected values are offered as the defaults.
+    fits); what ``given`` names (answered by flags) is not asked again.
     """
     base = plan if plan is not None else detect(Path(root))
-    metric = _ask_text(prompt, "Metric name (as the benchmark prints it)",
-                       base.metric or "score")
+    metric = base.metric if "metric" in given else _ask_text(
+        prompt, "Metric name (as the benchmark prints it)", base.metric or "score")
     guessed, _ = guess_direction(metric)
     default_dir = base.direction if metric == base.metric else guessed
-    direction = _ask_choice(prompt, "Direction: maximize or minimize", default_dir,
-                            ("maximize", "minimize"),
-                            {"max": "maximize", "min": "minimize", "+": "maximize",
-                             "-": "minimize", "higher": "maximize", "lower": "minimize"})
+    direction = default_dir if "direction" in given else _ask_choice(
+        prompt, "Direction: maximize or minimize", default_dir, ("maximize", "minimize"),
+        {"max": "maximize", "min": "minimize", "+": "maximize", "-": "minimize",
+         "higher": "maximize", "lower": "minimize"})
     reader = _ask_choice(
         prompt, "Output format: metric_lines (METRIC name=value), summary_block ('---' "
         "then name: value) or json", base.reader, READERS,
@@ -627,17 +675,23 @@ def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None) -> InitPl
     if reader == "json":
         json_path = _ask_text(prompt, "JSON path to the metric (e.g. results.0.tokens_per_s)",
                               json_path or metric)
-    bench = _ask_text(prompt, "Benchmark command (prints the metric)",
-                      base.bench or "python bench.py")
-    editable_raw = _ask_text(prompt, "Editable files (globs, comma-separated)",
-                             ", ".join(base.editable) or "src/**/*.py")
-    editable = tuple(g for g in (p.strip() for p in re.split(r"[,\s]+", editable_raw)) if g)
-    checks = prompt("Correctness check command (empty for none)", base.checks).strip()
+    bench = base.bench if "bench" in given else _ask_text(
+        prompt, "Benchmark command (prints the metric)", base.bench or "python bench.py")
+    editable = base.editable if "editable" in given else _ask_globs(
+        prompt, Path(root), ", ".join(base.editable) or "src/**/*.py")
+    checks = base.checks if "checks" in given else prompt(
+        "Correctness check command (empty for none)", base.checks).strip()
+    choices = ("queue", "sweep") if base.params else ("queue",)
+    proposer = _ask_choice(
+        prompt, "Who proposes candidates: " + " or ".join(_PROPOSER_WORDS[c] for c in choices)
+        + "; a model (llm, agent) needs its own table, added later",
+        base.proposer if base.proposer in choices else "queue", choices)
     notes = tuple(n for n in base.notes if "guess" not in n or metric != base.metric)
     return replace(base, metric=metric, direction=direction, reader=reader,
                    json_path=json_path, bench=bench, editable=editable, checks=checks,
+                   proposer=proposer,
                    other_metrics=tuple(m for m in base.other_metrics if m[0] != metric),
-                   notes=(*notes, "answered by hand"))
+                   notes=(*notes, "confirmed by hand"))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -785,6 +839,11 @@ def render(plan: InitPlan) -> str:
     out.append('# "llm" (a model writes patches) or "agent" (a coding agent edits a '
                'checkout).')
     out.append(f"proposer = {_q(plan.proposer)}")
+    if plan.proposer == "queue":
+        out += ["", "[proposer.queue]", "# The folder of patch files (*.patch, *.diff) measured "
+                "in order; a line", "# `# hypothesis: ...` at the top of a file says what it "
+                "tries."]
+        out.append(f"path = {_q(QUEUE_FOLDER)}")
 
     out += ["", "[decision]", '# "sequential" (stop as soon as the evidence is clear), '
             '"fixed" (a set number of', '# pairs) or "expensive" (few, long runs).']
@@ -806,5 +865,12 @@ def write_config(root: Path, plan: InitPlan, force: bool = False) -> Path:
                           valid="a repository without assay.toml, or --force")
     text = render(plan)
     parse(text, Path(root), str(path))  # never write a file assay itself would reject
+    empty = unmatched_globs(Path(root), plan.editable or ("src/**",))
+    if empty:
+        raise ConfigError(f"editable {', '.join(map(repr, empty))} matches no file in {root}",
+                          file=str(path), key="scope.editable",
+                          valid="globs that match the files to optimise (--editable ...)")
     path.write_text(text, encoding="utf-8")
+    if plan.proposer == "queue":
+        (Path(root) / QUEUE_FOLDER).mkdir(exist_ok=True)
     return path
