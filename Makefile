@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck clean browser terminal
+.PHONY: demo test lint typecheck clean browser tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,12 +28,14 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-terminal:
-	@command -v tmux >/dev/null 2>&1 || { \
-	  echo "installing Debian's tmux for the terminal tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+# tmux for the terminal tests of `assay init`, cmake for its CMake target list
+tools:
+	@command -v tmux >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { \
+	  echo "installing Debian's tmux and cmake for the init tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux cmake \
+	  >/dev/null; }
 
-test: $(STAMP) browser terminal
+test: $(STAMP) browser tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -105,7 +105,7 @@ class Tmux:
 @pytest.fixture
 def tmux(request: pytest.FixtureRequest) -> object:
     if shutil.which("tmux") is None:
-        pytest.fail("tmux is needed: `make` installs it (apt-get install tmux)")
+        pytest.fail("tmux is needed: `make test` installs it (apt-get install tmux)")
     made: list[Tmux] = []
 
     def start(root: Path) -> Tmux:
@@ -162,3 +162,43 @@ def test_a_config_init_writes_in_a_terminal_runs(tmp_path: Path, tmux: object) -
                           "1"], capture_output=True, text=True, timeout=300,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+CMAKE_PROJECT = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.16)\nproject(mini C)\nenable_testing()\n"
+                      "add_library(core src/core.c)\n"
+                      "add_executable(bench bench/bench.c)\n"
+                      "target_link_libraries(bench PRIVATE core)\n"
+                      "add_executable(check-ref tests/check_ref.c)\n"
+                      "target_link_libraries(check-ref PRIVATE core)\n"
+                      "configure_file(tests/softmax-oracle.sh softmax-oracle COPYONLY)\n",
+    "src/core.c": "int work(int n) { int s = 0; for (int i = 0; i < n; i++) s += i; return s; }\n",
+    "bench/bench.c": "#include <stdio.h>\nint work(int);\n"
+                     "int main(void) { printf(\"METRIC ns=%d\\n\", work(10) > 0 ? 5 : 6); }\n",
+    "tests/check_ref.c": "int work(int);\nint main(void) { return work(4) == 6 ? 0 : 1; }\n",
+    "tests/softmax-oracle.sh": "#!/bin/sh\nexit 0\n",
+}
+
+
+def test_cmake_build_targets_come_from_cmake_and_the_flags_replace_the_guesses(
+        tmp_path: Path) -> None:
+    if shutil.which("cmake") is None:
+        pytest.fail("cmake is needed: `make test` installs it (apt-get install cmake)")
+    root = make_repo(tmp_path / "mini", CMAKE_PROJECT)
+    checks = "./build/check-ref && sh ./build/softmax-oracle"
+    r = _init(root, "--metric", "ns", "--bench", "./build/bench", "--checks", checks,
+              "--editable", "src/*")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    target = parse((root / "assay.toml").read_text(), root)
+    assert target.build is not None
+    assert target.build.cmd.endswith("--target bench check-ref"), target.build.cmd
+    assert "softmax-oracle: run by the commands but no CMake target" in " ".join(out.split())
+    # what the flags gave is not followed by init's own guesses for it
+    assert "editable scoped" not in out and "checks run ctest" not in out, out
+    assert target.editable == ("src/*",) and target.checks is not None
+    assert target.is_protected("tests/check_ref.c")  # the checks' own program
+    built = subprocess.run(["bash", "-c", target.build.cmd], cwd=root, capture_output=True,
+                           text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert (root / "build" / "bench").is_file() and (root / "build" / "check-ref").is_file()

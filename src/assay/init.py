@@ -1,7 +1,8 @@
 """`assay init`: look at a repository, propose an ``assay.toml``, write it.
 
-Detection only reads files; it runs nothing. It recognises, in this order of precedence
-for the metric and the benchmark:
+Detection reads files and runs nothing, except CMake to list a project's own targets
+(:mod:`assay.cmaketargets`) when the commands name programs under ``build/``. It
+recognises, in this order of precedence for the metric and the benchmark:
 
 - a **pi-autoresearch** project: ``autoresearch.sh`` is the benchmark,
   ``autoresearch.checks.sh`` the checks, and the metric names are found by searching the
@@ -35,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .cmaketargets import cmake_targets
 from .config import CONFIG_NAME, READERS, glob_match, parse
 from .errors import ConfigError
 
@@ -507,13 +509,28 @@ def _cmake_graph(root: Path) -> tuple[dict[str, tuple[str, list[str]]], dict[str
 
 def scope_cmake(plan: InitPlan, keep_editable: bool = False) -> InitPlan:
     """Build only the bench's and checks' targets, and scope editable to their sources."""
-    targets = list(dict.fromkeys(_EXE.findall(f"{plan.bench} ; {plan.checks}")))
-    if not targets or not plan.build.startswith("cmake"):
+    named = list(dict.fromkeys(_EXE.findall(f"{plan.bench} ; {plan.checks}")))
+    if not named or not plan.build.startswith("cmake"):
         return plan
+    graph, links = _cmake_graph(plan.root)
+    known, why = cmake_targets(plan.root)
+    found = list(plan.found)
+    if known is None:  # the CMakeLists.txt files as read, when cmake cannot list them
+        known = set(graph)
+        found.append(f"targets read from the CMakeLists.txt files ({why})")
+    targets = [t for t in named if t in known]
+    others = [t for t in named if t not in known]
+    if others:
+        found.append(f"{', '.join(others)}: run by the commands but no CMake target of this "
+                     "project: not named in the build")
+    if not targets:
+        return replace(plan, found=tuple(found))
     build = plan.build
     if " --target " not in build:
         build = f"{build} --target {' '.join(targets)}"
-    graph, links = _cmake_graph(plan.root)
+    checked = set(_EXE.findall(plan.checks)) - set(_EXE.findall(plan.bench))
+    oracle = [Path(graph[t][0], f).as_posix() for t in targets if t in checked
+              for f in graph.get(t, ("", []))[1]]
     dirs: list[str] = []
     seen: set[str] = set()
     todo = list(targets)
@@ -528,17 +545,22 @@ def scope_cmake(plan: InitPlan, keep_editable: bool = False) -> InitPlan:
             if d not in dirs and not d.startswith("$"):
                 dirs.append(d)
         todo.extend(x for x in links.get(t, []) if x in graph)
-    test_like = [d for d in dirs if re.search(r"(^|/)(tests?|tools|bench\w*)(/|$)", d)]
+    oracle_dirs = {str(Path(f).parent.as_posix()) for f in oracle}
+    test_like = [d for d in dirs if re.search(r"(^|/)(tests?|tools|bench\w*)(/|$)", d)
+                 or d in oracle_dirs]
     editable = tuple(f"{d}/*" if d != "." else "*.c*" for d in dirs if d not in test_like)
     notes = list(plan.notes)
-    found = [*plan.found, f"build only the targets the bench and checks run: "
-                          f"{', '.join(targets)}"]
+    found.append(f"build only the targets the bench and checks run: {', '.join(targets)}")
+    protected = tuple(dict.fromkeys((*plan.protected, *oracle)))
+    if oracle:
+        found.append(f"the checks' own sources are protected: {', '.join(oracle)}")
     if editable and not keep_editable:
         notes.append("editable scoped to the sources of those targets and the libraries they "
                      "link: " + ", ".join(editable))
         return replace(plan, build=build, editable=editable, found=tuple(found),
-                       notes=tuple(notes), cmake_scoped=True)
-    return replace(plan, build=build, found=tuple(found), cmake_scoped=True)
+                       notes=tuple(notes), protected=protected, cmake_scoped=True)
+    return replace(plan, build=build, found=tuple(found), protected=protected,
+                   cmake_scoped=True)
 
 
 FLAGS = {"metric": "--metric", "bench": "--bench", "editable": "--editable",
@@ -567,8 +589,10 @@ def apply_answers(plan: InitPlan, answers: Mapping[str, str]) -> InitPlan:
         changes["editable"] = tuple(g for g in re.split(r"[,\s]+", given["editable"]) if g)
     helpers = _referenced_files(plan.root, f"{given.get('bench', '')} {given.get('checks', '')}")
     changes["protected"] = tuple(dict.fromkeys((*plan.protected, *helpers)))
-    out = replace(plan, **changes, notes=(*plan.notes, "given on the command line: "
-                                          + ", ".join(sorted(given))))
+    notes = [n for n in plan.notes if not any(n.startswith(k) for k in given)]
+    found = [f for f in plan.found if not ("checks" in given and "checks run" in f)]
+    out = replace(plan, **changes, found=tuple(found),
+                  notes=(*notes, "given on the command line: " + ", ".join(sorted(given))))
     if (plan.root / "CMakeLists.txt").is_file():
         out = scope_cmake(out, keep_editable="editable" in given)
     return out
