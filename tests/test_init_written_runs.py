@@ -155,6 +155,7 @@ def test_a_config_init_writes_in_a_terminal_runs(tmp_path: Path, tmux: object) -
     assert "src/*.py matches no file here" in text  # the glob is asked again
     target = parse((root / "assay.toml").read_text(), root)
     assert target.editable == ("work.py",) and target.run.proposer == "queue"
+    assert target.is_protected("bench.py")  # the benchmark the answers named
     assert target.sections["proposer"] == {"queue": {"path": "patches"}}
     git(root, "add", "assay.toml")
     git(root, "commit", "-qm", "assay")

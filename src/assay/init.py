@@ -711,9 +711,12 @@ def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None,
         + "; a model (llm, agent) needs its own table, added later",
         base.proposer if base.proposer in choices else "queue", choices)
     notes = tuple(n for n in base.notes if "guess" not in n or metric != base.metric)
+    helpers = [h for h in _referenced_files(Path(root), f"{bench} {checks}")
+               if not any(glob_match(h, g) for g in editable)]
     return replace(base, metric=metric, direction=direction, reader=reader,
                    json_path=json_path, bench=bench, editable=editable, checks=checks,
-                   proposer=proposer,
+                   proposer=proposer, protected=tuple(dict.fromkeys((*base.protected,
+                                                                     *helpers))),
                    other_metrics=tuple(m for m in base.other_metrics if m[0] != metric),
                    notes=(*notes, "confirmed by hand"))
 
