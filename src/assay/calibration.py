@@ -213,7 +213,8 @@ class Calibration:
             why = (f"a stable noise estimate needs at least {AA_PAIRS} A/A pairs, and "
                    f"{asked} block(s) of {pairs} pair(s) on {len(slots)} slot(s) give "
                    f"{asked * pairs * len(slots)}")
-        if per_slot != self.target.decision.aa_blocks:  # said once: queued once per run
+        given = self.target.decision.aa_blocks_given  # a default raised is no surprise
+        if given and per_slot != self.target.decision.aa_blocks:  # said once: queued once
             self.emit("warn", f"[decision] aa_blocks = {self.target.decision.aa_blocks} is "
                               f"overridden: {per_slot} per slot, because {why}")
         for slot in slots:

@@ -224,6 +224,7 @@ class DecisionSpec:
     delta: float = 0.01  # minimum effect, as a fraction (0.01 = 1%)
     confirm: bool = True
     aa_blocks: int = 2  # calibration blocks per slot at the start of a run
+    aa_blocks_given: bool = False  # written in the file (an override of it is announced)
     keep_on: str = "primary"  # with [[platforms]]: clear delta on the primary one, or "any"
     platform_tolerance: float = 0.02  # the regression another platform may show
 
@@ -553,6 +554,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         delta=dsec.number("delta", 0.01, low=0.0, high=10.0),
         confirm=dsec.get("confirm", bool, True),
         aa_blocks=dsec.number("aa_blocks", 2, low=0, high=100, integer=True),
+        aa_blocks_given="aa_blocks" in dsec.data,
         keep_on=dsec.choice("keep_on", ("primary", "any"), "primary"),
         platform_tolerance=dsec.number("platform_tolerance", 0.02, low=0.0, high=10.0),
     )

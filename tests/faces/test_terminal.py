@@ -440,3 +440,10 @@ def test_an_overridden_aa_blocks_is_announced_once_with_its_reason(tiny_target: 
                     "pair(s) on 1 slot(s) give 2"], first.stdout
     again = assay_cli("run", "-C", str(root), "--budget", "1")  # calibrated: nothing to say
     assert again.returncode == 0 and "aa_blocks" not in again.stdout, again.stdout
+    # a default that is raised was configured by nobody: nothing to announce
+    other = tiny_target(budget=1, name="default")
+    cfg = other / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("aa_blocks = 0\n", ""))
+    sh(other, "git", "commit", "-qam", "the default A/A blocks")
+    quiet = assay_cli("run", "-C", str(other))
+    assert quiet.returncode == 0 and "aa_blocks" not in quiet.stdout, quiet.stdout
