@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from assay import api
 from assay.cli import app
 from assay.faces.data import status_data
-from assay.faces.terminal import paired_words, ratio_words
+from assay.faces.terminal import UNPAIRED, paired_words, ratio_words
 from assay.journal import Journal
 from assay.model import Direction
 from assay.verify import compounded
@@ -103,6 +103,10 @@ def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_repor
     # the comparison's own experiment is not printed as if it were one of the run's
     assert "[verify-" not in out and " KEPT " not in out
     assert "improvement (paired, baseline vs final best): +" in out
+    # the paired figure is the summary's headline; the medians come after it, labelled
+    assert out.index("improvement (paired, baseline vs final best)") < out.index(
+        f"time, {UNPAIRED}: baseline")
+    assert out.count("unpaired") == 1
     j = journal_of(root)
     try:
         v = j.get_meta("verification")
@@ -144,6 +148,7 @@ def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_repor
     line = " ".join(st.output.split())
     assert "improvement (paired, baseline vs final best): " + " ".join(
         paired_words(v, Direction.MINIMIZE, "time", "s").split()) in line
+    assert line.index("improvement (paired") < line.index(f"{UNPAIRED}: baseline")
     as_json = json.loads(runner.invoke(app, ["status", "-C", str(root), "--json"]).output)
     assert as_json["verification"]["current"] is True
     assert as_json["verification"]["measured"]["effect"] == v["effect"]

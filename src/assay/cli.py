@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import api
 from .errors import AssayError
-from .faces.terminal import number, pct, plural
+from .faces.terminal import UNPAIRED, number, paired_words, pct, plural, ratio_words
 from .model import Direction
 from .registry import PROPOSERS
 from .strictjson import dumps
@@ -145,13 +145,8 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
                   f"{plural(st['experiments'], 'experiment')}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())))
-    console.print(f"baseline {number(st['baseline'], st['unit'])}, best "
-                  f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
-                  f"on {st['branch']}")
     ver = st.get("verification")
     if ver:
-        from .faces.terminal import paired_words, ratio_words
-
         d = Direction(st["direction"])
         if ver["measured"] and ver["current"]:
             console.print("improvement (paired, baseline vs final best): "
@@ -163,6 +158,9 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             console.print("improvement: not verified since the last keep (`assay verify` "
                           f"measures it); the {ver['kept']} kept effect(s) compound to "
                           f"{pct(comp)}{f' ({ratio})' if ratio else ''}", highlight=False)
+    console.print(f"{UNPAIRED}: baseline {number(st['baseline'], st['unit'])}, best "
+                  f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
+                  f"on {st['branch']}", highlight=False, soft_wrap=not console.is_terminal)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
@@ -185,8 +183,6 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
 def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON) -> None:
     """Measure the final best against the baseline (ABBA blocks, the run's decision rule):
     the run's total improvement with its interval, stored in the journal."""
-    from .faces.terminal import paired_words
-
     try:
         v = api.verify(root, config, report=None if as_json else
                        lambda m: console.print(escape(m), highlight=False))

@@ -32,6 +32,8 @@ STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cras
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
                           "stop", "resume", "verify"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+# The label of the baseline and best medians wherever they are shown beside the paired figure
+UNPAIRED = "unpaired medians measured at different times"
 DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
 
 
@@ -322,19 +324,21 @@ class RunPrinter:
             c.print(f"experiments: {s.finished} finished ({counts})", highlight=False)
         else:
             c.print("experiments: none finished", highlight=False)
-        if s.baseline is not None:
-            best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
-            ratio = ratio_words(gain, direction, metric, unit)
-            c.print(f"{metric}: baseline {number(s.baseline, unit)}{best}"
-                    + (f" ({gain:+.1%}{', ' + ratio if ratio else ''}; medians measured at "
-                       "different times, unpaired)" if gain is not None and s.kept else ""),
-                    highlight=False)
+        # the headline: baseline and final best measured against each other; the medians
+        # (measured at different times, perhaps under another load) come after, so labelled
         if s.verified:
             c.print(f"[bold]improvement (paired, baseline vs final best):[/] "
                     f"{escape(paired_words(s.verified, direction, metric, unit))}",
                     highlight=False)
         elif s.verify_note:
             c.print(f"improvement not verified: {escape(s.verify_note)}", highlight=False)
+        if s.baseline is not None:
+            best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
+            ratio = ratio_words(gain, direction, metric, unit)
+            c.print(f"{metric}, {UNPAIRED}: baseline {number(s.baseline, unit)}{best}"
+                    + (f" ({gain:+.1%}{', ' + ratio if ratio else ''})"
+                       if gain is not None and s.kept else ""), highlight=False,
+                    soft_wrap=not c.is_terminal)
         if s.kept:
             c.print(f"kept changes (branch {escape(s.branch)}):", highlight=False)
             for e in s.kept:
