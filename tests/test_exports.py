@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from assay import api
+from assay.faces.data import status_data
 from assay.journal import Journal
 
 from .conftest import TinyFactory, git, patch_work
@@ -138,3 +139,25 @@ def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory, memory:
     # a discard shows its decided effect applied to the incumbent's value
     assert abs(slower["speed"] - d["details"]["incumbent_value"] * (1 + d["effect"])) < 1e-3
     assert slower["speed"] < base["speed"] < kept["speed"]
+
+
+def test_the_baseline_and_a_discards_value_are_one_number_in_status_report_and_exports(
+        tiny_target: TinyFactory) -> None:
+    root = _journal(tiny_target, aa_blocks=2)  # calibrated: the baseline is its median
+    st = api.status(root)
+    df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
+    pi = pi_load(api.export("jsonl", root))["results"]
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    try:
+        data = status_data(api.load(root), journal)
+        cal = journal.get_meta("calibration")["baseline"]
+    finally:
+        journal.close()
+    assert st["baseline"] == cal == data["baseline"]
+    assert df["speed"][0] == pytest.approx(cal, rel=1e-6)
+    assert pi[0]["metric"] == pytest.approx(cal, rel=1e-6)
+    # the discarded candidate's value: the same in the report's table as in the exports
+    table = {r["hypothesis"]: r["value"] for r in data["experiments"]}
+    slower = df.iloc[1]
+    assert slower["description"] == "four times the work"
+    assert table["four times the work"] == pytest.approx(slower["speed"], rel=1e-6)

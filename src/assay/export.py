@@ -27,6 +27,7 @@ from typing import Any
 
 from .config import MetricSpec, Target
 from .journal import Journal
+from .loop import progress
 from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")
@@ -94,7 +95,9 @@ def _baseline_side(journal: Journal, first: Experiment, name: str) -> float | No
 
 
 def shown_value(e: Experiment, direction: Direction) -> float | None:
-    """The value a row shows: kept -> measured; discarded -> the effect applied to A."""
+    """The value a row shows, in the exports and the report's table alike: kept -> its
+    measured median; discarded -> the decided effect applied to the incumbent's median (what
+    it would have scored next to the same incumbent)."""
     d = e.decision
     if d is None:
         return None
@@ -132,15 +135,17 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
     out: list[dict[str, Any]] = []
     first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
                  None)
-    if first is not None and first.decision is not None:
+    cal = journal.get_meta("calibration")
+    # the baseline `assay status`, the summary and the report show: one number, one place
+    baseline = progress(exps, cal.get("baseline") if isinstance(cal, dict) else None).baseline
+    if first is not None and first.decision is not None and baseline is not None:
         base_mem = _baseline_side(journal, first, mem.name) if mem else None
         base_metrics = {g.name: v for g in target.guards
                         if (v := _baseline_side(journal, first, g.name)) is not None}
         out.append({
             "id": "baseline", "commit": str(journal.get_meta("base_commit") or "")[:7],
             "state": "baseline", "status": "keep", "pi_status": "keep",
-            "metric": float(first.decision.details["incumbent_value"]),
-            "incumbent": float(first.decision.details["incumbent_value"]), "effect": None,
+            "metric": baseline, "incumbent": baseline, "effect": None,
             "lo": None, "hi": None, "runs": 0, "memory": base_mem,
             "memory_gb": to_gb(base_mem, mem) if mem and base_mem is not None else None,
             "metrics": base_metrics, "proposer": "", "description": "baseline", "reason": "",

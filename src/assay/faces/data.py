@@ -18,10 +18,10 @@ from typing import Any
 
 from .. import lock as lock_mod
 from ..config import Target
-from ..export import experiment_dict
+from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
 from ..loop import progress as run_progress
-from ..model import BlockRow, Decision, Experiment, ExperimentState, RunResult
+from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
 from .terminal import improvement
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
@@ -159,8 +159,8 @@ def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
     return "none"
 
 
-def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
-         n_runs: int = 0) -> dict[str, Any]:
+def _row(e: Experiment, direction: Direction, kinds: Mapping[int, str],
+         cost: Mapping[str, float], n_runs: int = 0) -> dict[str, Any]:
     d = e.decision
     det = d.details if d else {}
     meta = e.candidate.meta
@@ -169,7 +169,7 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "proposer": e.candidate.proposer or "-", "hypothesis": e.candidate.hypothesis,
         "source_kind": _source_kind(e, kinds),
         "params": dict(e.candidate.params), "has_patch": e.has_patch,
-        "value": _finite(det.get("candidate_value")),
+        "value": _finite(shown_value(e, direction)),
         "incumbent_value": _finite(det.get("incumbent_value")),
         "effect": _finite(d.effect) if d else None, "lo": _finite(d.lo) if d else None,
         "hi": _finite(d.hi) if d else None,
@@ -306,7 +306,7 @@ def status_data(target: Target, journal: Journal | None,
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals()  # per experiment and slot, summed in SQL
-    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+    rows = [_row(e, target.metric.direction, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
     cal = journal.get_meta("calibration")
     # counts, baseline and best as `assay status` and the run's summary give them
@@ -463,7 +463,7 @@ def changes(target: Target, journal: Journal, since: float,
     kinds = {h.id: h.source_kind for h in journal.hypotheses()}
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals(ids) if ids else {}
-    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+    rows = [_row(e, target.metric.direction, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values())) for e in exps]
     points = []
     direction = target.metric.direction.value

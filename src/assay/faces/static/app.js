@@ -232,7 +232,7 @@
 
   var COLUMNS = [
     ["seq", "#", "num"], ["id", "id"], ["state", "state"], ["proposer", "proposer"],
-    ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value", "num"],
+    ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value (kept: its median; discarded: its effect on the incumbent's)", "num"],
     ["effect", "effect", "num"], ["lo", "interval", "num"], ["runs", "runs", "num"],
     ["gpu_hours", "GPU-h", "num"], ["cpu_seconds", "CPU-s", "num"], ["tokens", "tokens", "num"],
     ["cost_usd", "cost", "num"]
