@@ -13,6 +13,7 @@ from assay import api
 from assay.checks import failing_tests
 from assay.compare import compare_outputs
 from assay.faces.data import experiment_data
+from assay.finalize.run import finalize
 from assay.workspace import rewrite_assignment
 
 from .conftest import TinyFactory, git, patch_work
@@ -159,6 +160,31 @@ def test_compiler_caches_point_at_the_slots_tree(
             assert Path(sccache).resolve() == Path(cwd).resolve(), lines
         else:
             assert (ccache, sccache) == ("-", "-"), lines
+
+
+def test_finalize_builds_with_the_compiler_cache_pointed_at_its_tree(
+        tiny_target: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE,
+                       files={"build.py": ENV_BUILD})
+    _commands(root, build=f"{sys.executable} build.py {tmp_path / 'env.log'}")
+    _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("ccache", "sccache"):
+        (fake / name).write_text('#!/bin/sh\nexec "$@"\n')
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
+    monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
+    assert len(api.run(root, proposer="queue").kept) == 1
+    log = tmp_path / "env.log"
+    log.write_text("")
+    finalize(root, measure_groups=False, reviewer=None)
+    lines = [ln.split("|") for ln in log.read_text().splitlines()]
+    assert lines, "finalize built nothing"
+    for cwd, ccache, sccache in lines:  # the group's build hits what the slots compiled
+        assert Path(ccache).resolve() == Path(cwd).resolve(), lines
+        assert Path(sccache).resolve() == Path(cwd).resolve(), lines
 
 
 def test_failing_checks_are_told_apart_from_flaky_ones(
