@@ -321,3 +321,25 @@ def test_the_verification_lines_name_only_the_runs_own_ids_and_commits(tmp_path:
         assert not re.search(r"\be\d{4}\b", ln), ln
         for sha in re.findall(r"\b[0-9a-f]{12}\b", ln):
             assert base.startswith(sha) or inc.commit.startswith(sha), ln
+
+
+def test_a_run_that_ends_removes_the_trees_it_will_not_reuse_and_says_what_it_keeps(
+        tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    res = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                   "2"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "verified: the final best" in out  # its chain of keeps was built in chain-0..2
+    trees = root / ".assay" / "worktrees"
+    assert sorted(p.name for p in trees.iterdir()) == ["s0-a", "s0-b"]
+    assert "removed 3 worktree(s) no run reuses (chain-0, chain-1, chain-2)" in out
+    assert "kept s0-a, s0-b in .assay/worktrees: the slots' trees, which the next run " \
+           "reuses" in out
+    listed = git(root, "worktree", "list", "--porcelain")
+    assert "chain-" not in listed and listed.count("worktree ") == 3  # the repository, s0-a/b
+    # the next run reuses the slots' trees as they are
+    again = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                     "1"])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in trees.iterdir()) == ["s0-a", "s0-b"]

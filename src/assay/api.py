@@ -35,6 +35,7 @@ from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import sessions as sessions_of
+from .tidy import tidy_trees
 from .workspace import Workspace
 
 
@@ -194,6 +195,8 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         hours = max_hours if max_hours is not None else target.run.max_hours
         left = None if not hours else hours * 3600 - (time.monotonic() - started)
         _verify_at_end(target, loop, summary, left, executor_obj is None)
+        if words := tidy_trees(target, [s.name for s in loop.executor.slots]).words():
+            loop.emit("tidy", words)
         return summary
 
 

@@ -30,7 +30,7 @@ STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cras
          "rebase": "magenta"}
 # Events printed without -v: the ones a user must act on or would want to know once.
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
-                          "stop", "resume", "verify"})
+                          "stop", "resume", "verify", "tidy"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 # The label of the baseline and best medians wherever they are shown beside the paired figure
 UNPAIRED = "unpaired medians measured at different times"
