@@ -434,6 +434,8 @@ class Loop:
             if row.platform and not any(s.platform == row.platform and s.name in free
                                         for s in self.executor.slots):
                 continue  # its platform has no free slot now
+            if self._waits_for_another_slot(row, free):
+                continue  # a confirmation on the slot it avoids would confirm nothing
             ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
                 continue
@@ -455,6 +457,15 @@ class Loop:
                     self.journal.set_state(exp.id, ExperimentState.RUNNING)
             started += 1
         return started
+
+    def _waits_for_another_slot(self, row: BlockRow, free: Sequence[str]) -> bool:
+        """A block that avoids a slot (a confirmation, a retry) and finds only that one free
+        waits while another slot that could run it is busy; with no other slot (one slot, or
+        the others quarantined) it runs on the avoided one."""
+        if row.avoid_slot is None or any(name != row.avoid_slot for name in free):
+            return False
+        return any(s.name != row.avoid_slot and (not row.platform or s.platform == row.platform)
+                   for s in self.executor.slots)
 
     def _block(self, row: BlockRow) -> Block | None:
         cand: Candidate | None = None
