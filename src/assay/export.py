@@ -3,7 +3,9 @@
 - ``tsv``: karpathy/autoresearch's ``results.tsv`` -- columns ``commit``, the metric's name,
   ``memory_gb``, ``status`` (keep / discard / crash) and ``description``; a baseline row
   first. A discarded candidate's value is its decided effect applied to the incumbent's
-  value (what it would have scored next to the same incumbent), never a raw block mean.
+  value (what it would have scored next to the same incumbent), never a raw block mean. A
+  queued patch in conflict with the incumbent (:mod:`assay.merge`) is a discard whose
+  description names the conflicting files.
 - ``jsonl``: pi-autoresearch's ``log.jsonl`` -- a ``{"type": "config", ...}`` header line,
   then one line per run with a numeric ``run`` (1 is the baseline), ``commit``, ``metric``,
   ``metrics`` (the guards), ``status`` (keep / discard / crash / checks_failed),
@@ -118,7 +120,18 @@ def pi_status(e: Experiment) -> str:
     if e.state is ExperimentState.INVALID and e.note.startswith(("checks_failed", "checks:",
                                                                  "compare")):
         return "checks_failed"
+    return status(e)
+
+
+def status(e: Experiment) -> str:
+    """keep / discard / crash; a patch in conflict with the incumbent is a discard."""
+    if is_conflict(e):
+        return "discard"
     return _STATUS.get(e.state, "crash")
+
+
+def is_conflict(e: Experiment) -> bool:
+    return e.state is ExperimentState.INVALID and e.note.startswith("conflict:")
 
 
 def rows(journal: Journal, target: Target, *, for_proposers: bool = False
@@ -160,13 +173,14 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
                    if (v := _side(journal, e.id, g.name, Role.CANDIDATE)) is not None}
         out.append({
             "id": e.id, "commit": (e.commit or "")[:7], "state": e.state.value,
-            "status": _STATUS.get(e.state, "crash"), "pi_status": pi_status(e),
+            "status": status(e), "pi_status": pi_status(e),
             "metric": shown_value(e, direction), "incumbent": det.get("incumbent_value"),
             "effect": d.effect if d else None, "lo": d.lo if d else None,
             "hi": d.hi if d else None, "runs": d.runs_used if d else 0, "memory": m,
             "memory_gb": to_gb(m, mem) if mem and m is not None else None,
             "metrics": metrics, "proposer": e.candidate.proposer,
-            "description": e.candidate.hypothesis, "reason": e.note or (d.reason if d else ""),
+            "description": e.candidate.hypothesis + (f" ({e.note})" if is_conflict(e) else ""),
+            "reason": e.note or (d.reason if d else ""),
             "params": dict(e.candidate.params), "timestamp": e.updated_at})
     return out
 

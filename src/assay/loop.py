@@ -58,6 +58,7 @@ from .executors.base import Executor
 from .executors.slots import pick_slot
 from .hooks import Hooks
 from .journal import Journal
+from .merge import merge_onto
 from .model import (
     Block,
     BlockKind,
@@ -327,7 +328,9 @@ class Loop:
     def submit_candidate(self, cand: Candidate) -> Experiment:
         """Validate and queue one candidate (the `tell`-side entry for outside proposers)."""
         cand = self.link_hypothesis(cand)
-        reason = self._reject_reason(cand)
+        reason = self._reject_reason(cand)  # the patch as proposed: its scope, its paths
+        if not reason:
+            cand, reason = self._merged(cand)
         if reason:
             exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)
             self.emit("reject", f"{exp.id} rejected before any run: {reason}", exp)
@@ -337,6 +340,22 @@ class Loop:
         self.emit("queued", f"{exp.id} queued: {cand.hypothesis}", exp)
         self._queue_first(exp)
         return exp
+
+    def _merged(self, cand: Candidate) -> tuple[Candidate, str]:
+        """The candidate's patch merged onto the incumbent (:mod:`assay.merge`), and on a
+        conflict the reason: ``conflict: <files> ...``."""
+        if not cand.patch.strip():
+            return cand, ""
+        try:
+            merged = merge_onto(self.target.root, cand.patch, self.incumbent.commit)
+        except WorkspaceError:
+            return cand, ""  # not a git repository here: applied as it stands
+        if merged is None:
+            return cand, ""
+        if merged.conflicts:
+            return cand, (f"conflict: {', '.join(merged.conflicts)}: the patch and the "
+                          f"incumbent {self.incumbent.commit[:12]} change the same lines")
+        return dataclasses.replace(cand, patch=merged.patch), ""
 
     def _reject_reason(self, cand: Candidate) -> str:
         if cand.meta.get("rejected"):
