@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck clean browser sandbox
+.PHONY: demo test lint typecheck clean browser sandbox tools
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,7 +34,14 @@ sandbox:
 	  echo "installing Debian's bubblewrap for the sandbox"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
 
-test: $(STAMP) browser sandbox
+# tmux for the terminal tests of `assay init`, cmake for its CMake target list
+tools:
+	@command -v tmux >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { \
+	  echo "installing Debian's tmux and cmake for the init tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux cmake \
+	  >/dev/null; }
+
+test: $(STAMP) browser sandbox tools
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider

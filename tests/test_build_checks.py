@@ -13,6 +13,7 @@ from assay import api
 from assay.checks import failing_tests
 from assay.compare import compare_outputs
 from assay.faces.data import experiment_data
+from assay.finalize.run import finalize
 from assay.workspace import rewrite_assignment
 
 from .conftest import TinyFactory, git, patch_work
@@ -121,6 +122,23 @@ with open(sys.argv[1], "a") as fh:
 """
 
 
+def _path_without(folder: Path, *names: str) -> str:
+    """This PATH with ``names`` left out: a folder holding one is replaced by links to the rest."""
+    dirs: list[str] = []
+    for i, entry in enumerate(os.environ["PATH"].split(os.pathsep)):
+        here = Path(entry)
+        if not any((here / n).exists() for n in names):
+            dirs.append(entry)
+            continue
+        copy = folder / str(i)
+        copy.mkdir(parents=True)
+        for item in here.iterdir():
+            if item.name not in names:
+                (copy / item.name).symlink_to(item)
+        dirs.append(str(copy))
+    return os.pathsep.join(dirs)
+
+
 @pytest.mark.parametrize("tools", [True, False])
 def test_compiler_caches_point_at_the_slots_tree(
         tiny_target: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -136,6 +154,8 @@ def test_compiler_caches_point_at_the_slots_tree(
             (fake / name).write_text('#!/bin/sh\nexec "$@"\n')
             (fake / name).chmod(0o755)
         monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    else:  # the tools are absent whatever this machine has installed
+        monkeypatch.setenv("PATH", _path_without(tmp_path / "path", "ccache", "sccache"))
     monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
     monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
     api.run(root, proposer="queue")
@@ -147,6 +167,31 @@ def test_compiler_caches_point_at_the_slots_tree(
             assert Path(sccache).resolve() == Path(cwd).resolve(), lines
         else:
             assert (ccache, sccache) == ("-", "-"), lines
+
+
+def test_finalize_builds_with_the_compiler_cache_pointed_at_its_tree(
+        tiny_target: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE,
+                       files={"build.py": ENV_BUILD})
+    _commands(root, build=f"{sys.executable} build.py {tmp_path / 'env.log'}")
+    _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("ccache", "sccache"):
+        (fake / name).write_text('#!/bin/sh\nexec "$@"\n')
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
+    monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
+    assert len(api.run(root, proposer="queue").kept) == 1
+    log = tmp_path / "env.log"
+    log.write_text("")
+    finalize(root, measure_groups=False, reviewer=None)
+    lines = [ln.split("|") for ln in log.read_text().splitlines()]
+    assert lines, "finalize built nothing"
+    for cwd, ccache, sccache in lines:  # the group's build hits what the slots compiled
+        assert Path(ccache).resolve() == Path(cwd).resolve(), lines
+        assert Path(sccache).resolve() == Path(cwd).resolve(), lines
 
 
 def test_failing_checks_are_told_apart_from_flaky_ones(

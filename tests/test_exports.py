@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from assay import api
+from assay.faces.data import status_data
+from assay.journal import Journal
 
 from .conftest import TinyFactory, git, patch_work
 
@@ -69,13 +72,16 @@ def pi_load(text: str) -> dict[str, Any]:
     return state
 
 
-def _journal(tiny_target: TinyFactory) -> Path:
+def _journal(tiny_target: TinyFactory, memory: str = "mem_kb", aa_blocks: int = 0) -> Path:
     checks = "import sys, work\nsys.exit(1 if work.WORK == 12345 else 0)\n"
     root = tiny_target(work=300_000, budget=3, pairs=4,
                        extra='[proposer.queue]\npath = "patches"\n', files={"checks.py": checks})
+    for name in ("bench.py", "assay.toml"):  # the memory guard's name (its unit at the end)
+        (root / name).write_text((root / name).read_text().replace("mem_kb", memory))
     cfg = (root / "assay.toml").read_text().replace(
         "bench_timeout = 30", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"')
     cfg = cfg.replace('protected = ["bench.py"]', 'protected = ["bench.py", "checks.py"]')
+    cfg = cfg.replace("aa_blocks = 0", f"aa_blocks = {aa_blocks}")
     (root / "assay.toml").write_text(cfg)
     git(root, "commit", "-qam", "checks")
     folder = root / "patches"
@@ -89,7 +95,7 @@ def _journal(tiny_target: TinyFactory) -> Path:
 
 
 def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None:
-    root = _journal(tiny_target)
+    root = _journal(tiny_target, aa_blocks=2)  # a calibrated noise floor
     state = pi_load(api.export("jsonl", root))
     assert state["configs"] == 1
     assert (state["metricName"], state["bestDirection"]) == ("speed", "higher")
@@ -106,20 +112,52 @@ def test_jsonl_export_loads_in_pi_autoresearch(tiny_target: TinyFactory) -> None
     kept = runs[3]
     assert kept["commit"] and kept["metric"] > runs[0]["metric"] * 3
     assert runs[1]["metric"] < runs[0]["metric"]  # the slower one shows slower
+    # confidence is pi's "best improvement over the noise floor": nothing before a keep
+    # (a discard's own effect is no evidence that anything is real), then the keep's
+    assert [r["confidence"] for r in runs[:3]] == [None, None, None]
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    noise = journal.get_meta("calibration")["pooled"]
+    journal.close()
+    effect = next(e for e in api.log(root) if e["state"] == "kept")["decision"]["effect"]
+    assert kept["confidence"] == pytest.approx(effect / noise, rel=1e-3)
 
 
-def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory) -> None:
-    root = _journal(tiny_target)
+@pytest.mark.parametrize("memory", ["mem_kb", "peak_kb"])
+def test_tsv_export_reads_as_karpathys_results(tiny_target: TinyFactory, memory: str) -> None:
+    root = _journal(tiny_target, memory)
     df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
     assert list(df.columns) == ["commit", "speed", "memory_gb", "status", "description"]
     assert list(df["status"]) == ["keep", "discard", "crash", "keep"]
     assert df["description"][0] == "baseline"
     base, slower, broken, kept = (df.iloc[i] for i in range(4))
-    # mem_kb = 100 KiB, converted by the guard's unit: 100 * 1024 / 1024**3 GB
-    assert base["memory_gb"] == round(100 * 1024 / 1024 ** 3, 1)
+    # 100 KiB, found as memory by the guard's unit (the name's last word), in GiB
+    assert base["memory_gb"] == pytest.approx(100 * 1024 / 1024 ** 3, rel=0.01)
+    assert kept["memory_gb"] == pytest.approx(100 * 1024 / 1024 ** 3, rel=0.01)
     assert broken["speed"] == 0.0
     exp = {e["hypothesis"]: e for e in api.log(root)}
     d = exp["four times the work"]["decision"]
     # a discard shows its decided effect applied to the incumbent's value
     assert abs(slower["speed"] - d["details"]["incumbent_value"] * (1 + d["effect"])) < 1e-3
     assert slower["speed"] < base["speed"] < kept["speed"]
+
+
+def test_the_baseline_and_a_discards_value_are_one_number_in_status_report_and_exports(
+        tiny_target: TinyFactory) -> None:
+    root = _journal(tiny_target, aa_blocks=2)  # calibrated: the baseline is its median
+    st = api.status(root)
+    df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
+    pi = pi_load(api.export("jsonl", root))["results"]
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    try:
+        data = status_data(api.load(root), journal)
+        cal = journal.get_meta("calibration")["baseline"]
+    finally:
+        journal.close()
+    assert st["baseline"] == cal == data["baseline"]
+    assert df["speed"][0] == pytest.approx(cal, rel=1e-6)
+    assert pi[0]["metric"] == pytest.approx(cal, rel=1e-6)
+    # the discarded candidate's value: the same in the report's table as in the exports
+    table = {r["hypothesis"]: r["value"] for r in data["experiments"]}
+    slower = df.iloc[1]
+    assert slower["description"] == "four times the work"
+    assert table["four times the work"] == pytest.approx(slower["speed"], rel=1e-6)

@@ -125,3 +125,26 @@ def test_a_gain_that_differs_between_gpus_is_reported_as_gpu_dependent(
     per = {r["slot"]: r["effect"] for r in d["details"]["per_slot"]}
     assert abs(per["gpu0"] - 0.40) < 0.03 and abs(per["gpu1"] - 0.15) < 0.03
     assert "slot-dependent effect" in d["reason"]
+
+
+def test_a_confirmation_waits_for_another_gpu_when_only_the_first_ones_is_free(
+        tmp_path: Path, gpus: None) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"
+    root = _target(tmp_path, ["everywhere", "noop-a", "noop-b", "noop-c"])
+    # GPU 1 is slow to finish a block: a confirmation queued after a block on GPU 0 finds
+    # only GPU 0 free, again and again
+    bench = (root / "bench.py").read_text().replace(
+        'print(f"METRIC', 'import time\nif gpu == "1":\n    time.sleep(0.4)\nprint(f"METRIC', 1)
+    (root / "bench.py").write_text(bench)
+    git(root, "commit", "-qam", "a slow GPU 1")
+    api.run(root)
+    log = {e["hypothesis"]: e for e in api.log(root)}
+    assert log["everywhere"]["state"] == "kept"
+    confirmed = 0
+    for e in log.values():
+        blocks = [b for b in api.show(e["id"], root)["blocks"] if b["state"] == "done"]
+        for b in blocks:
+            if b["kind"] == "confirm":  # never on the slot it was to avoid
+                assert b["slot"] != blocks[0]["slot"], (e["hypothesis"], blocks)
+                confirmed += 1
+    assert confirmed >= 1

@@ -199,8 +199,9 @@ def scripted(answers: list[str]) -> tuple[list[tuple[str, str]], object]:
 
 
 def test_ask_plan_with_scripted_prompt(tmp_path: Path) -> None:
+    make(tmp_path, {"lib/a.c": "", "include/a.h": ""})
     asked, prompt = scripted(["latency_ms", "", "json", "results.0.latency_ms",
-                              "./bench --json", "lib/*.c, include/*.h", "make test"])
+                              "./bench --json", "lib/*.c, include/*.h", "make test", ""])
     plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
     assert asked[1][1] == "minimize"  # the default offered is the guess from the name
     assert plan.metric == "latency_ms" and plan.direction == "minimize"
@@ -214,7 +215,7 @@ def test_ask_plan_with_scripted_prompt(tmp_path: Path) -> None:
 
 def test_ask_plan_offers_detected_defaults(tmp_path: Path) -> None:
     make(tmp_path, PI)
-    asked, prompt = scripted(["", "", "", "", "", ""])
+    asked, prompt = scripted(["", "", "", "", "", "", ""])
     plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
     assert [d for _, d in asked][:4] == ["total_ms", "minimize", "metric_lines",
                                          "bash autoresearch.sh"]
@@ -222,7 +223,8 @@ def test_ask_plan_offers_detected_defaults(tmp_path: Path) -> None:
 
 
 def test_ask_plan_aliases_and_retries(tmp_path: Path) -> None:
-    _, prompt = scripted(["score", "sideways", "max", "lines", "python b.py", "a.py", ""])
+    make(tmp_path, {"a.py": ""})
+    _, prompt = scripted(["score", "sideways", "max", "lines", "python b.py", "a.py", "", ""])
     plan = ask_plan(tmp_path, prompt)  # type: ignore[arg-type]
     assert plan.direction == "maximize" and plan.reader == "metric_lines"
     assert plan.checks == ""
@@ -365,5 +367,5 @@ def test_the_config_written_for_a_karpathy_layout_runs(tmp_path: Path) -> None:
     df = pd.read_csv(io.StringIO(api.export("tsv", root)), sep="\t")
     assert list(df.columns) == ["commit", "val_bpb", "memory_gb", "status", "description"]
     assert len(df) == 3 and df["description"][0] == "baseline", df
-    assert abs(df["val_bpb"][0] - 1.1) < 1e-3 and df["memory_gb"][0] == 1.0, df
+    assert abs(df["val_bpb"][0] - 1.1) < 1e-3 and df["memory_gb"][0] == round(1000 / 1024, 3), df
     assert (df["val_bpb"] > 0.9).all() and (df["memory_gb"] > 0).all(), df

@@ -318,7 +318,8 @@ def test_a_candidate_with_no_chance_of_a_keep_by_the_budget_stops_early() -> Non
 
     low = rule.decide(pairs_at(0.012, 16), ctx)
     assert low.verdict is Verdict.DISCARD
-    assert "chance of a keep by the budget of 40 pairs" in low.reason
+    assert "within the budget of 40 pairs" in low.reason
+    assert "the chance of a keep by then is" in low.reason
     assert low.details["keep_chance"] < 0.05
     assert rule.decide(pairs_at(0.012, 8), ctx).verdict is Verdict.CONTINUE  # under 10
     assert rule.decide(pairs_at(0.03, 16), ctx).verdict is Verdict.CONTINUE

@@ -197,9 +197,20 @@ def test_futility_discards_early() -> None:
     d = rule.decide(pairs_of([-0.05, -0.04, -0.06, -0.05, -0.05, -0.04, -0.05, -0.06,
                               -0.05, -0.04]), ctx_for())
     assert d.verdict is Verdict.DISCARD
-    assert d.reason.startswith("discarded early (futility): the effect is short of +1.00% "
-                               "by more than the futility margin")
+    assert d.reason.startswith("discarded early (futility): the 90% interval lies below "
+                               "+1.00%: the effect plus the futility margin falls short")
     assert d.hi is not None and d.hi < 0.01
+
+
+def test_a_futility_stop_on_a_wide_interval_says_it_was_too_noisy() -> None:
+    # ten noisy pairs around -2%: the 90% interval reaches far above δ = +1%, so the stop
+    # must not read as "shown not to help"
+    xs = [-0.0174, -0.0432, 0.034, -0.0195, -0.0836, 0.0062, 0.1004, 0.0647, -0.1004, -0.1565]
+    d = SequentialRule().decide(pairs_of(xs), ctx_for(noise=0.1))
+    assert d.verdict is Verdict.DISCARD and d.hi is not None and d.hi > 0.01
+    assert d.reason.startswith("discarded early (futility): too noisy to show +1.00% within "
+                               "the budget of 40 pairs (the 90% interval still includes it)")
+    assert "short of +1.00% by" not in d.reason
 
 
 def test_futility_waits_for_enough_pairs() -> None:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from assay import api
 from assay.cli import app
 from assay.faces.data import status_data
-from assay.faces.terminal import paired_words, ratio_words
+from assay.faces.terminal import UNPAIRED, paired_words, ratio_words
 from assay.journal import Journal
 from assay.model import Direction
 from assay.verify import compounded
@@ -103,6 +103,10 @@ def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_repor
     # the comparison's own experiment is not printed as if it were one of the run's
     assert "[verify-" not in out and " KEPT " not in out
     assert "improvement (paired, baseline vs final best): +" in out
+    # the paired figure is the summary's headline; the medians come after it, labelled
+    assert out.index("improvement (paired, baseline vs final best)") < out.index(
+        f"time, {UNPAIRED}: baseline")
+    assert out.count("unpaired") == 1
     j = journal_of(root)
     try:
         v = j.get_meta("verification")
@@ -144,6 +148,7 @@ def test_a_run_ends_with_a_paired_verification_shown_by_summary_status_and_repor
     line = " ".join(st.output.split())
     assert "improvement (paired, baseline vs final best): " + " ".join(
         paired_words(v, Direction.MINIMIZE, "time", "s").split()) in line
+    assert line.index("improvement (paired") < line.index(f"{UNPAIRED}: baseline")
     as_json = json.loads(runner.invoke(app, ["status", "-C", str(root), "--json"]).output)
     assert as_json["verification"]["current"] is True
     assert as_json["verification"]["measured"]["effect"] == v["effect"]
@@ -293,3 +298,48 @@ def test_a_chain_that_cannot_be_measured_keeps_the_paired_total(tmp_path: Path) 
     assert v["state"] == "kept" and v["lo"] < TRUE_TOTAL < v["hi"]
     assert "0 usable round(s)" in v["chain"]["error"]
     assert "improvement (paired, baseline vs final best): +" in out
+
+
+def test_the_verification_lines_name_only_the_runs_own_ids_and_commits(tmp_path: Path) -> None:
+    import re
+
+    root = repo(tmp_path)
+    res = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                   "2", "-v"])
+    assert res.exit_code == 0, res.output
+    j = journal_of(root)
+    try:
+        inc, base = j.incumbent(), str(j.get_meta("base_commit"))
+    finally:
+        j.close()
+    assert inc is not None
+    lines = [ln for ln in res.output.splitlines() if "[verify-" in ln]
+    assert any("kept:" in ln for ln in lines), res.output  # the comparison's verdict
+    for ln in lines:
+        # the comparison's own experiment (its e0001) and the commit it made on its scratch
+        # branch are not the run's: a line names neither
+        assert not re.search(r"\be\d{4}\b", ln), ln
+        for sha in re.findall(r"\b[0-9a-f]{12}\b", ln):
+            assert base.startswith(sha) or inc.commit.startswith(sha), ln
+
+
+def test_a_run_that_ends_removes_the_trees_it_will_not_reuse_and_says_what_it_keeps(
+        tmp_path: Path) -> None:
+    root = repo(tmp_path)
+    res = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                   "2"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "verified: the final best" in out  # its chain of keeps was built in chain-0..2
+    trees = root / ".assay" / "worktrees"
+    assert sorted(p.name for p in trees.iterdir()) == ["s0-a", "s0-b"]
+    assert "removed 3 worktree(s) no run reuses (chain-0, chain-1, chain-2)" in out
+    assert "kept s0-a, s0-b in .assay/worktrees: the slots' trees, which the next run " \
+           "reuses" in out
+    listed = git(root, "worktree", "list", "--porcelain")
+    assert "chain-" not in listed and listed.count("worktree ") == 3  # the repository, s0-a/b
+    # the next run reuses the slots' trees as they are
+    again = CliRunner().invoke(app, ["run", "-C", str(root), "--proposer", "queue", "--budget",
+                                     "1"])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in trees.iterdir()) == ["s0-a", "s0-b"]

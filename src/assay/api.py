@@ -29,10 +29,13 @@ from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .model import Experiment, ExperimentState
+from .paramdiff import params_diff
 from .proposers.base import Proposer
+from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import sessions as sessions_of
+from .tidy import tidy_trees
 from .workspace import Workspace
 
 
@@ -44,11 +47,12 @@ def load(root: str | Path = ".", config: str | None = None, **overrides: Any) ->
         raise ConfigError(f"cannot read the config: {exc}", file=str(config or "assay.toml"),
                           valid="a UTF-8 TOML file") from None
     run_over = {k: v for k, v in overrides.items() if v is not None}
-    for key, low in (("slots", 1), ("budget", 0)):
-        if key in run_over and (not isinstance(run_over[key], int) or run_over[key] < low):
+    for key, low, high in (("slots", 1, 1024), ("budget", 0, config_mod.BUDGET_MAX)):
+        if key in run_over and (not isinstance(run_over[key], int)
+                                or not low <= run_over[key] <= high):
             raise ConfigError(f"--{key} {run_over[key]!r} is out of range",
                               file=str(target.config_path), key=f"run.{key}",
-                              valid=f"an integer >= {low}")
+                              valid=f"an integer from {low} to {high}")
     if run_over:
         if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
             raise ConfigError(f"--slots {run_over['slots']} does not match the "
@@ -125,6 +129,10 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
     Refuses (ConfigError) candidates of the llm and agent proposers where the machine
     cannot sandbox, unless ``unconfined`` (see :func:`assay.contain.gate`)."""
     keys.take()  # before any child starts: no process can read a key from /proc
+    if name is not None and branch_problem(name):
+        raise ConfigError(f"--name {name!r} {branch_problem(name)}", file=str(target.config_path),
+                          key="target.name",
+                          valid='a git branch name such as "speed-1" or "ops/softmax"')
     run_lock = RunLock(target.state_dir / "run.lock")
     reaped: list[int] = []
     if lock:
@@ -204,6 +212,8 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         left = None if not hours else hours * 3600 - (time.monotonic() - started)
         _verify_at_end(target, loop, summary, left, executor_obj is None)
         summary.spend = spend.of_journal(loop.journal, target)
+        if words := tidy_trees(target, [s.name for s in loop.executor.slots]).words():
+            loop.emit("tidy", words)
         return summary
 
 
@@ -405,6 +415,8 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         # the model calls that made it: tokens by kind, dollars (None: price unknown)
         out["model_calls"] = [dataclasses.asdict(u)
                               for u in journal.model_calls(experiment_id=exp_id)]
+        out["params_diff"] = params_diff(target, exp.candidate.base_commit,
+                                         exp.candidate.params) if exp.candidate.params else ""
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)
@@ -442,11 +454,12 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
     plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
     if show is not None:
         show(plan.describe())
-    if not plan.complete:
-        if ask is None:
-            raise ConfigError(init_mod.missing_message(plan), file=str(root_path / "assay.toml"),
-                              valid=", ".join(init_mod.FLAGS[m] for m in plan.missing))
-        plan = init_mod.ask_plan(root_path, ask, plan=plan)
+    if ask is not None:  # a terminal: every guess is confirmed, the flags are not asked again
+        given = [k for k, v in (answers or {}).items() if v]
+        plan = init_mod.ask_plan(root_path, ask, plan=plan, given=given)
+    elif not plan.complete:
+        raise ConfigError(init_mod.missing_message(plan), file=str(root_path / "assay.toml"),
+                          valid=", ".join(init_mod.FLAGS[m] for m in plan.missing))
     return init_mod.write_config(root_path, plan, force=force)
 
 

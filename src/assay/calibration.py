@@ -204,9 +204,19 @@ class Calibration:
             from .stats.expensive import CALIBRATION_PAIRS  # scipy: only when used
 
             per_slot, pairs = 1, CALIBRATION_PAIRS
+            why = ("the expensive rule runs one A/A block per slot, its runs the slot's first "
+                   "history")
         else:
             per_slot = max(self.target.decision.aa_blocks,
                            -(-AA_PAIRS // max(1, len(slots) * max(1, pairs))))
+            asked = self.target.decision.aa_blocks
+            why = (f"a stable noise estimate needs at least {AA_PAIRS} A/A pairs, and "
+                   f"{asked} block(s) of {pairs} pair(s) on {len(slots)} slot(s) give "
+                   f"{asked * pairs * len(slots)}")
+        given = self.target.decision.aa_blocks_given  # a default raised is no surprise
+        if given and per_slot != self.target.decision.aa_blocks:  # said once: queued once
+            self.emit("warn", f"[decision] aa_blocks = {self.target.decision.aa_blocks} is "
+                              f"overridden: {per_slot} per slot, because {why}")
         for slot in slots:
             for _ in range(per_slot):
                 self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import api, keys
 from .errors import AssayError
-from .faces.terminal import number, pct, plural, print_spend
+from .faces.terminal import UNPAIRED, number, paired_words, pct, plural, print_spend, ratio_words
 from .model import Direction
 from .registry import PROPOSERS
 from .strictjson import dumps
@@ -157,13 +157,8 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     console.print(f"metric [bold]{st['metric']}[/] ({st['direction']}), "
                   f"{plural(st['experiments'], 'experiment')}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())))
-    console.print(f"baseline {number(st['baseline'], st['unit'])}, best "
-                  f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
-                  f"on {st['branch']}")
     ver = st.get("verification")
     if ver:
-        from .faces.terminal import paired_words, ratio_words
-
         d = Direction(st["direction"])
         if ver["measured"] and ver["current"]:
             console.print("improvement (paired, baseline vs final best): "
@@ -175,6 +170,9 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
             console.print("improvement: not verified since the last keep (`assay verify` "
                           f"measures it); the {ver['kept']} kept effect(s) compound to "
                           f"{pct(comp)}{f' ({ratio})' if ratio else ''}", highlight=False)
+    console.print(f"{UNPAIRED}: baseline {number(st['baseline'], st['unit'])}, best "
+                  f"{number(st['best'], st['unit'])}; incumbent {str(inc.get('commit', ''))[:12]} "
+                  f"on {st['branch']}", highlight=False, soft_wrap=not console.is_terminal)
     print_spend(console, st["spend"])
     cal = st.get("calibration")
     if cal:
@@ -200,8 +198,6 @@ def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
                                          "alone against its parent instead.")) -> None:
     """Measure the final best against the baseline (ABBA blocks, the run's decision rule):
     the run's total improvement with its interval, stored in the journal."""
-    from .faces.terminal import paired_words
-
     try:
         v = api.verify(root, config, report=None if as_json else
                        lambda m: console.print(escape(m), highlight=False), per_keep=per_keep)
@@ -284,7 +280,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
-    from .faces.terminal import print_blocks, print_platforms
+    from .faces.terminal import print_blocks, print_platforms, print_table
 
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
@@ -296,11 +292,15 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     for r in data["runs"]:
         t.add_row(r["run_id"], r["role"], r["status"],
                   ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items()), r["slot"],
-                  f"{r['wall_s']:.2f}", escape(r["reason"][:60]))
-    console.print(t)
+                  f"{r['wall_s']:.2f}",
+                  escape(r["reason"][:60] if console.is_terminal else r["reason"]))
+    print_table(console, t)
     if data["patch"]:
         console.print("[bold]patch[/]")
         console.print(data["patch"], highlight=False, markup=False)
+    if data.get("params_diff"):
+        console.print("[bold]parameters, as the diff of the file they rewrite[/]")
+        console.print(data["params_diff"], highlight=False, markup=False)
 
 
 @app.command()

@@ -36,6 +36,7 @@ from . import registry
 from .errors import ConfigError
 from .model import Direction, ParamValue
 from .platforms import PlatformSpec, parse_platforms
+from .refname import branch_problem
 from .tomlpos import key_line
 from .watch import WatchSpec, from_table
 
@@ -49,6 +50,7 @@ PROPOSERS = registry.PROPOSERS.names
 EXECUTORS = registry.EXECUTORS.names
 DECISION_RULES = ("fixed", "sequential", "expensive")
 HOOK_EVENTS = ("on_keep", "on_experiment", "on_error", "on_finish")
+BUDGET_MAX = 1_000_000  # experiments in one run; far beyond any real run, within SQLite
 
 T = TypeVar("T")
 
@@ -122,11 +124,9 @@ class Section:
         return value
 
     def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
-        value = self.get(key, (list, str), default, valid="a list of strings")
+        value = self.get(key, list, default, valid='a list of strings, e.g. ["a", "b"]')
         if value is default:
             return tuple(value) if isinstance(value, (list, tuple)) else value
-        if isinstance(value, str):
-            value = [value]
         for item in value:
             if not isinstance(item, str):
                 raise self.error(key, f"must hold only strings, found {item!r}",
@@ -225,6 +225,7 @@ class DecisionSpec:
     delta: float = 0.01  # minimum effect, as a fraction (0.01 = 1%)
     confirm: bool = True
     aa_blocks: int = 2  # calibration blocks per slot at the start of a run
+    aa_blocks_given: bool = False  # written in the file (an override of it is announced)
     keep_on: str = "primary"  # with [[platforms]]: clear delta on the primary one, or "any"
     platform_tolerance: float = 0.02  # the regression another platform may show
 
@@ -468,6 +469,9 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     target_sec = top.table("target")
     brief = target_sec.get("brief", str, "")
     run_name = target_sec.get("name", str, "")
+    if run_name and branch_problem(run_name):
+        raise target_sec.error("name", f"{run_name!r} {branch_problem(run_name)}",
+                               "a git branch name such as \"speed-1\" or \"ops/softmax\"")
     target_sec.reject_unknown()
 
     metric = _metric(top.table("metric", required=True))
@@ -502,6 +506,12 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
             raise scope.error("editable" if glob in editable else "protected",
                               f"{glob!r} escapes the repository",
                               "globs relative to the repository root")
+    for glob in editable:
+        cover = next((g for g in (*protected, *holdout_files) if glob_match(glob, g)), None)
+        if cover is not None:
+            raise scope.error("editable", f"{glob!r} lies inside the protected {cover!r}: no "
+                              "file it names could be changed",
+                              "editable globs outside protected and holdout")
     scope.reject_unknown()
 
     params = tuple(_param(s) for s in top.tables("params"))
@@ -528,7 +538,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     run = RunSpec(
         slots=slots,
         gpus=_gpus(rsec, slots),
-        budget=rsec.number("budget", 20, low=1, integer=True),
+        budget=rsec.number("budget", 20, low=1, high=BUDGET_MAX, integer=True),
         max_hours=rsec.number("max_hours", None, low=0.001),
         proposer=rsec.choice("proposer", PROPOSERS, "sweep"),
         executor=rsec.choice("executor", EXECUTORS, "local"),
@@ -558,6 +568,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         delta=dsec.number("delta", 0.01, low=0.0, high=10.0),
         confirm=dsec.get("confirm", bool, True),
         aa_blocks=dsec.number("aa_blocks", 2, low=0, high=100, integer=True),
+        aa_blocks_given="aa_blocks" in dsec.data,
         keep_on=dsec.choice("keep_on", ("primary", "any"), "primary"),
         platform_tolerance=dsec.number("platform_tolerance", 0.02, low=0.0, high=10.0),
     )

@@ -3,11 +3,14 @@
 - ``tsv``: karpathy/autoresearch's ``results.tsv`` -- columns ``commit``, the metric's name,
   ``memory_gb``, ``status`` (keep / discard / crash) and ``description``; a baseline row
   first. A discarded candidate's value is its decided effect applied to the incumbent's
-  value (what it would have scored next to the same incumbent), never a raw block mean.
+  value (what it would have scored next to the same incumbent), never a raw block mean. A
+  queued patch in conflict with the incumbent (:mod:`assay.merge`) is a discard whose
+  description names the conflicting files.
 - ``jsonl``: pi-autoresearch's ``log.jsonl`` -- a ``{"type": "config", ...}`` header line,
   then one line per run with a numeric ``run`` (1 is the baseline), ``commit``, ``metric``,
   ``metrics`` (the guards), ``status`` (keep / discard / crash / checks_failed),
-  ``description``, ``timestamp`` (ms), ``segment`` and ``confidence``; assay's own fields
+  ``description``, ``timestamp`` (ms), ``segment`` and ``confidence`` (the best kept
+  improvement so far over the noise floor, as pi means it); assay's own fields
   (id, effect, interval, reason) ride in ``asi``, the loader's free-form field.
 - ``csv``: one row per experiment with every decision field.
 
@@ -26,28 +29,45 @@ from typing import Any
 
 from .config import MetricSpec, Target
 from .journal import Journal
+from .loop import progress
 from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
            ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash"}
-# Bytes per unit, for memory guards (the unit field first, else the name's suffix).
+# Bytes per unit, for memory guards: the guard's unit, else its name's last word.
 _BYTES = {"b": 1, "byte": 1, "bytes": 1, "kb": 1024, "kib": 1024, "k": 1024,
           "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
           "gb": 1024 ** 3, "gib": 1024 ** 3, "g": 1024 ** 3}
+_NAME_UNITS = ("bytes", "kb", "kib", "mb", "mib", "gb", "gib")  # peak_kb, peak_vram_mb
+
+
+def memory_unit(spec: MetricSpec) -> str:
+    """The memory unit a metric is counted in ('' when it is not a memory): its ``unit``
+    (kb, MiB, bytes ...), else the last word of its name (``peak_kb``, ``peak_vram_mb``)."""
+    unit = spec.unit.strip().lower()
+    if unit in _BYTES:
+        return unit
+    last = spec.name.lower().rsplit("_", 1)[-1]
+    return last if "_" in spec.name and last in _NAME_UNITS else ""
 
 
 def memory_guard(target: Target) -> MetricSpec | None:
-    return next((g for g in target.guards if any(w in g.name.lower() for w in
-                                                  ("mem", "vram", "rss"))), None)
+    """The first guard counted in a memory unit (the ``memory_gb`` of the exports)."""
+    return next((g for g in target.guards if memory_unit(g)), None)
 
 
 def to_gb(value: float, spec: MetricSpec) -> float:
-    """A memory value in GiB, converted by the guard's unit (MB for ``peak_vram_mb``)."""
-    unit = spec.unit.strip().lower()
-    if unit not in _BYTES:
-        unit = spec.name.lower().rsplit("_", 1)[-1]
-    return value * _BYTES.get(unit, 1024 ** 2) / 1024 ** 3
+    """A memory value in GiB, converted by the guard's unit."""
+    return value * _BYTES[memory_unit(spec)] / 1024 ** 3
+
+
+def gb_text(value: float | None) -> str:
+    """``memory_gb`` as results.tsv writes it: one decimal, more digits below 1 GB (a few
+    hundred MB must not read as 0.0)."""
+    if value is None:
+        return "0.0"
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 def _median(values: list[float]) -> float | None:
@@ -77,7 +97,9 @@ def _baseline_side(journal: Journal, first: Experiment, name: str) -> float | No
 
 
 def shown_value(e: Experiment, direction: Direction) -> float | None:
-    """The value a row shows: kept -> measured; discarded -> the effect applied to A."""
+    """The value a row shows, in the exports and the report's table alike: kept -> its
+    measured median; discarded -> the decided effect applied to the incumbent's median (what
+    it would have scored next to the same incumbent)."""
     d = e.decision
     if d is None:
         return None
@@ -98,7 +120,18 @@ def pi_status(e: Experiment) -> str:
     if e.state is ExperimentState.INVALID and e.note.startswith(("checks_failed", "checks:",
                                                                  "compare")):
         return "checks_failed"
+    return status(e)
+
+
+def status(e: Experiment) -> str:
+    """keep / discard / crash; a patch in conflict with the incumbent is a discard."""
+    if is_conflict(e):
+        return "discard"
     return _STATUS.get(e.state, "crash")
+
+
+def is_conflict(e: Experiment) -> bool:
+    return e.state is ExperimentState.INVALID and e.note.startswith("conflict:")
 
 
 def rows(journal: Journal, target: Target, *, for_proposers: bool = False
@@ -115,15 +148,17 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
     out: list[dict[str, Any]] = []
     first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
                  None)
-    if first is not None and first.decision is not None:
+    cal = journal.get_meta("calibration")
+    # the baseline `assay status`, the summary and the report show: one number, one place
+    baseline = progress(exps, cal.get("baseline") if isinstance(cal, dict) else None).baseline
+    if first is not None and first.decision is not None and baseline is not None:
         base_mem = _baseline_side(journal, first, mem.name) if mem else None
         base_metrics = {g.name: v for g in target.guards
                         if (v := _baseline_side(journal, first, g.name)) is not None}
         out.append({
             "id": "baseline", "commit": str(journal.get_meta("base_commit") or "")[:7],
             "state": "baseline", "status": "keep", "pi_status": "keep",
-            "metric": float(first.decision.details["incumbent_value"]),
-            "incumbent": float(first.decision.details["incumbent_value"]), "effect": None,
+            "metric": baseline, "incumbent": baseline, "effect": None,
             "lo": None, "hi": None, "runs": 0, "memory": base_mem,
             "memory_gb": to_gb(base_mem, mem) if mem and base_mem is not None else None,
             "metrics": base_metrics, "proposer": "", "description": "baseline", "reason": "",
@@ -138,13 +173,14 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
                    if (v := _side(journal, e.id, g.name, Role.CANDIDATE)) is not None}
         out.append({
             "id": e.id, "commit": (e.commit or "")[:7], "state": e.state.value,
-            "status": _STATUS.get(e.state, "crash"), "pi_status": pi_status(e),
+            "status": status(e), "pi_status": pi_status(e),
             "metric": shown_value(e, direction), "incumbent": det.get("incumbent_value"),
             "effect": d.effect if d else None, "lo": d.lo if d else None,
             "hi": d.hi if d else None, "runs": d.runs_used if d else 0, "memory": m,
             "memory_gb": to_gb(m, mem) if mem and m is not None else None,
             "metrics": metrics, "proposer": e.candidate.proposer,
-            "description": e.candidate.hypothesis, "reason": e.note or (d.reason if d else ""),
+            "description": e.candidate.hypothesis + (f" ({e.note})" if is_conflict(e) else ""),
+            "reason": e.note or (d.reason if d else ""),
             "params": dict(e.candidate.params), "timestamp": e.updated_at})
     return out
 
@@ -153,11 +189,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _confidence(r: dict[str, Any], noise: float | None) -> float | None:
-    """pi-autoresearch's confidence: the effect in multiples of the measured noise."""
-    if r["effect"] is None or not noise or not math.isfinite(noise):
-        return None
-    return round(abs(float(r["effect"])) / noise, 3)
+def _confidences(data: list[dict[str, Any]], noise: float | None) -> list[float | None]:
+    """pi-autoresearch's ``confidence`` on each row: the improvement over the baseline so
+    far (the kept effects compounded) in multiples of the noise floor, which is what its
+    "likely real" reads; never a row's own effect. None before anything was kept, or
+    without a measured noise."""
+    out: list[float | None] = []
+    gain: float | None = None
+    for r in data:
+        if r["state"] == ExperimentState.KEPT.value and r["effect"] is not None:
+            gain = (1.0 + (gain or 0.0)) * (1.0 + float(r["effect"])) - 1.0
+        known = gain is not None and noise is not None and noise > 0 and math.isfinite(noise)
+        out.append(round(gain / noise, 3) if known and gain is not None and noise else None)
+    return out
 
 
 def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = False) -> str:
@@ -166,7 +210,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
         lines = [f"commit\t{target.metric.name}\tmemory_gb\tstatus\tdescription"]
         for r in data:
             metric = f"{r['metric']:.6f}" if r["metric"] is not None else "0.000000"
-            mem = f"{r['memory_gb']:.1f}" if r["memory_gb"] is not None else "0.0"
+            mem = gb_text(r["memory_gb"])
             lines.append(f"{r['commit'] or '-'}\t{metric}\t{mem}\t{r['status']}\t"
                          f"{_one_line(r['description'])}")
         return "\n".join(lines) + "\n"
@@ -178,6 +222,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                   "bestDirection": "higher" if target.metric.direction is Direction.MAXIMIZE
                   else "lower"}
         out = [json.dumps(header)]
+        confidence = _confidences(data, noise)
         for n, r in enumerate(data, start=1):
             out.append(json.dumps({
                 "run": n, "commit": r["commit"],
@@ -185,7 +230,7 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                 "metrics": r["metrics"], "status": r["pi_status"],
                 "description": _one_line(r["description"]),
                 "timestamp": int(float(r["timestamp"]) * 1000), "segment": 0,
-                "confidence": _confidence(r, noise),
+                "confidence": confidence[n - 1],
                 "asi": {"assay_id": r["id"], "state": r["state"], "effect": r["effect"],
                         "interval": [r["lo"], r["hi"]], "runs": r["runs"],
                         "reason": r["reason"], "proposer": r["proposer"],

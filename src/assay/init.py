@@ -1,7 +1,8 @@
 """`assay init`: look at a repository, propose an ``assay.toml``, write it.
 
-Detection only reads files; it runs nothing. It recognises, in this order of precedence
-for the metric and the benchmark:
+Detection reads files and runs nothing, except CMake to list a project's own targets
+(:mod:`assay.cmaketargets`) when the commands name programs under ``build/``. It
+recognises, in this order of precedence for the metric and the benchmark:
 
 - a **pi-autoresearch** project: ``autoresearch.sh`` is the benchmark,
   ``autoresearch.checks.sh`` the checks, and the metric names are found by searching the
@@ -35,7 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import CONFIG_NAME, READERS, parse
+from .cmaketargets import cmake_targets
+from .config import CONFIG_NAME, READERS, glob_match, parse
 from .errors import ConfigError
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
 ]
 
 Prompt = Callable[[str, str], str]
+QUEUE_FOLDER = "patches"  # where init points the queue proposer (created when missing)
 
 _METRIC_IN_SCRIPT = re.compile(r"METRIC\s+([A-Za-z_][\w.\-/]*)\s*=")
 _SUMMARY_PRINT = re.compile(r"""print\(\s*f?["']\s*([A-Za-z_]\w*)\s*:""")
@@ -97,7 +100,7 @@ class InitPlan:
     other_metrics: tuple[tuple[str, str], ...] = ()  # (name, direction): offered as guards
     slots: int = 1
     budget: int = 20
-    proposer: str = "llm"
+    proposer: str = "queue"  # one that runs without a model: queue (patches/) or sweep
     rule: str = "sequential"
     delta: float = 0.01
     guards: tuple[tuple[str, str], ...] = ()  # (name, direction): written as [[guards]]
@@ -357,6 +360,8 @@ def detect(root: Path) -> InitPlan:
                        layout=plan.layout if plan.detected else "cmake")
         protected.append("CMakeLists.txt")
         protected += [f"{d}/**" for d in ("test", "tests") if (root / d).is_dir()]
+    elif (root / "Makefile").is_file() and not plan.build and _builds_nothing(root):
+        found.append(f"Makefile: {_builds_nothing(root)}: no build command")
     elif (root / "Makefile").is_file() and not plan.build:
         found.append("Makefile: a make build")
         cc = ' CC="ccache cc" CXX="ccache c++"' if shutil.which("ccache") else ""
@@ -395,6 +400,31 @@ def detect(root: Path) -> InitPlan:
     plan = replace(plan, found=tuple(found), notes=tuple(notes),
                    protected=tuple(dict.fromkeys(protected)))
     return scope_cmake(plan) if cmake.is_file() else plan
+
+
+_GOAL = re.compile(r"^([A-Za-z0-9_.\-/]+)[ \t]*::?(?!=)", re.MULTILINE)
+_NOT_BUILDS = {"help", "test", "tests", "check", "lint", "clean", "docs", "doc", "install",
+               "format", "fmt", "coverage", "bench", "benchmark", "run", "serve", "dev",
+               "release", "dist", "publish", "upload", "venv", "setup", "usage"}
+_COMPILED = {".c", ".cc", ".cpp", ".cxx", ".cu", ".rs", ".go", ".zig", ".java"}
+
+
+def _builds_nothing(root: Path) -> str:
+    """Why ``make`` here builds nothing a benchmark runs ('' when it may): a default target
+    such as ``help``, or no compiled source at all (a Python project needs no build)."""
+    text = _read(root / "Makefile")
+    m = re.search(r"^\.DEFAULT_GOAL\s*:?=\s*(\S+)", text, re.MULTILINE)
+    goals = [g for g in _GOAL.findall(text) if not g.startswith(".")]
+    goal = m.group(1) if m else (goals[0] if goals else "")
+    rule = re.search(rf"^{re.escape(goal)}[ \t]*::?[ \t]*([^=\n]*)$", text, re.MULTILINE)
+    needs = rule.group(1).split() if goal and rule else []
+    if needs and all(n in _NOT_BUILDS for n in needs):  # `default: help`
+        goal = needs[0]
+    if goal in _NOT_BUILDS:
+        return f"its default target is {goal!r}, which builds nothing the bench runs"
+    if not any(Path(f).suffix in _COMPILED for f in _walk_code(root)):
+        return "no compiled source (a Python project needs no build)"
+    return ""
 
 
 def cpu_share(slots: int) -> int:
@@ -479,13 +509,28 @@ def _cmake_graph(root: Path) -> tuple[dict[str, tuple[str, list[str]]], dict[str
 
 def scope_cmake(plan: InitPlan, keep_editable: bool = False) -> InitPlan:
     """Build only the bench's and checks' targets, and scope editable to their sources."""
-    targets = list(dict.fromkeys(_EXE.findall(f"{plan.bench} ; {plan.checks}")))
-    if not targets or not plan.build.startswith("cmake"):
+    named = list(dict.fromkeys(_EXE.findall(f"{plan.bench} ; {plan.checks}")))
+    if not named or not plan.build.startswith("cmake"):
         return plan
+    graph, links = _cmake_graph(plan.root)
+    known, why = cmake_targets(plan.root)
+    found = list(plan.found)
+    if known is None:  # the CMakeLists.txt files as read, when cmake cannot list them
+        known = set(graph)
+        found.append(f"targets read from the CMakeLists.txt files ({why})")
+    targets = [t for t in named if t in known]
+    others = [t for t in named if t not in known]
+    if others:
+        found.append(f"{', '.join(others)}: run by the commands but no CMake target of this "
+                     "project: not named in the build")
+    if not targets:
+        return replace(plan, found=tuple(found))
     build = plan.build
     if " --target " not in build:
         build = f"{build} --target {' '.join(targets)}"
-    graph, links = _cmake_graph(plan.root)
+    checked = set(_EXE.findall(plan.checks)) - set(_EXE.findall(plan.bench))
+    oracle = [Path(graph[t][0], f).as_posix() for t in targets if t in checked
+              for f in graph.get(t, ("", []))[1]]
     dirs: list[str] = []
     seen: set[str] = set()
     todo = list(targets)
@@ -500,17 +545,22 @@ def scope_cmake(plan: InitPlan, keep_editable: bool = False) -> InitPlan:
             if d not in dirs and not d.startswith("$"):
                 dirs.append(d)
         todo.extend(x for x in links.get(t, []) if x in graph)
-    test_like = [d for d in dirs if re.search(r"(^|/)(tests?|tools|bench\w*)(/|$)", d)]
+    oracle_dirs = {str(Path(f).parent.as_posix()) for f in oracle}
+    test_like = [d for d in dirs if re.search(r"(^|/)(tests?|tools|bench\w*)(/|$)", d)
+                 or d in oracle_dirs]
     editable = tuple(f"{d}/*" if d != "." else "*.c*" for d in dirs if d not in test_like)
     notes = list(plan.notes)
-    found = [*plan.found, f"build only the targets the bench and checks run: "
-                          f"{', '.join(targets)}"]
+    found.append(f"build only the targets the bench and checks run: {', '.join(targets)}")
+    protected = tuple(dict.fromkeys((*plan.protected, *oracle)))
+    if oracle:
+        found.append(f"the checks' own sources are protected: {', '.join(oracle)}")
     if editable and not keep_editable:
         notes.append("editable scoped to the sources of those targets and the libraries they "
                      "link: " + ", ".join(editable))
         return replace(plan, build=build, editable=editable, found=tuple(found),
-                       notes=tuple(notes), cmake_scoped=True)
-    return replace(plan, build=build, found=tuple(found), cmake_scoped=True)
+                       notes=tuple(notes), protected=protected, cmake_scoped=True)
+    return replace(plan, build=build, found=tuple(found), protected=protected,
+                   cmake_scoped=True)
 
 
 FLAGS = {"metric": "--metric", "bench": "--bench", "editable": "--editable",
@@ -539,8 +589,10 @@ def apply_answers(plan: InitPlan, answers: Mapping[str, str]) -> InitPlan:
         changes["editable"] = tuple(g for g in re.split(r"[,\s]+", given["editable"]) if g)
     helpers = _referenced_files(plan.root, f"{given.get('bench', '')} {given.get('checks', '')}")
     changes["protected"] = tuple(dict.fromkeys((*plan.protected, *helpers)))
-    out = replace(plan, **changes, notes=(*plan.notes, "given on the command line: "
-                                          + ", ".join(sorted(given))))
+    notes = [n for n in plan.notes if not any(n.startswith(k) for k in given)]
+    found = [f for f in plan.found if not ("checks" in given and "checks run" in f)]
+    out = replace(plan, **changes, found=tuple(found),
+                  notes=(*notes, "given on the command line: " + ", ".join(sorted(given))))
     if (plan.root / "CMakeLists.txt").is_file():
         out = scope_cmake(out, keep_editable="editable" in given)
     return out
@@ -576,21 +628,68 @@ def _ask_text(prompt: Prompt, question: str, default: str, tries: int = 3) -> st
     raise ConfigError(f"{question!r} needs an answer", file=CONFIG_NAME)
 
 
-def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None) -> InitPlan:
-    """Complete a plan by asking: metric, direction, reader, bench, editable, checks.
+_SKIP_LISTING = {".git", ".assay", ".venv", "venv", "node_modules", "__pycache__"}
+
+
+def repository_files(root: Path, limit: int = 50_000) -> list[str]:
+    """The files under ``root`` (relative POSIX paths), leaving out git's and assay's own
+    folders, virtual environments and caches; at most ``limit``."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_LISTING)
+        here = Path(dirpath).relative_to(root)
+        out += [(here / f).as_posix() for f in sorted(filenames)]
+        if len(out) >= limit:
+            break
+    return out
+
+
+def unmatched_globs(root: Path, globs: Sequence[str]) -> list[str]:
+    """The globs that match no file under ``root``."""
+    files = repository_files(root)
+    return [g for g in globs if not any(glob_match(f, g) for f in files)]
+
+
+def _split_globs(text: str) -> tuple[str, ...]:
+    return tuple(g for g in (p.strip() for p in re.split(r"[,\s]+", text)) if g)
+
+
+def _ask_globs(prompt: Prompt, root: Path, default: str, tries: int = 3) -> tuple[str, ...]:
+    """Editable globs, asked again while one of them matches no file."""
+    question = "Editable files (globs, comma-separated)"
+    for _ in range(tries):
+        globs = _split_globs(prompt(question, default))
+        empty = unmatched_globs(root, globs) if globs else ["(none given)"]
+        if not empty:
+            return globs
+        question = (f"{', '.join(empty)} matches no file here; editable files (globs, "
+                    "comma-separated)")
+    raise ConfigError(f"no editable glob matching a file after {tries} tries",
+                      file=CONFIG_NAME, key="scope.editable",
+                      valid="globs that match the files to optimise (add them first)")
+
+
+_PROPOSER_WORDS = {"queue": "queue (patch files you put in patches/)",
+                   "sweep": "sweep (searches the [[params]] found)"}
+
+
+def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None,
+             given: Sequence[str] = ()) -> InitPlan:
+    """Confirm or complete a plan by asking: metric, direction, reader, bench, editable,
+    checks and proposer, each with its guess as the default answer.
 
     ``prompt(question, default) -> answer`` is called once per question (``typer.prompt``
-    fits); detected values are offered as the defaults.
+    fits); what ``given`` names (answered by flags) is not asked again.
     """
     base = plan if plan is not None else detect(Path(root))
-    metric = _ask_text(prompt, "Metric name (as the benchmark prints it)",
-                       base.metric or "score")
+    metric = base.metric if "metric" in given else _ask_text(
+        prompt, "Metric name (as the benchmark prints it)", base.metric or "score")
     guessed, _ = guess_direction(metric)
     default_dir = base.direction if metric == base.metric else guessed
-    direction = _ask_choice(prompt, "Direction: maximize or minimize", default_dir,
-                            ("maximize", "minimize"),
-                            {"max": "maximize", "min": "minimize", "+": "maximize",
-                             "-": "minimize", "higher": "maximize", "lower": "minimize"})
+    direction = default_dir if "direction" in given else _ask_choice(
+        prompt, "Direction: maximize or minimize", default_dir, ("maximize", "minimize"),
+        {"max": "maximize", "min": "minimize", "+": "maximize", "-": "minimize",
+         "higher": "maximize", "lower": "minimize"})
     reader = _ask_choice(
         prompt, "Output format: metric_lines (METRIC name=value), summary_block ('---' "
         "then name: value) or json", base.reader, READERS,
@@ -600,17 +699,26 @@ def ask_plan(root: Path, prompt: Prompt, plan: InitPlan | None = None) -> InitPl
     if reader == "json":
         json_path = _ask_text(prompt, "JSON path to the metric (e.g. results.0.tokens_per_s)",
                               json_path or metric)
-    bench = _ask_text(prompt, "Benchmark command (prints the metric)",
-                      base.bench or "python bench.py")
-    editable_raw = _ask_text(prompt, "Editable files (globs, comma-separated)",
-                             ", ".join(base.editable) or "src/**/*.py")
-    editable = tuple(g for g in (p.strip() for p in re.split(r"[,\s]+", editable_raw)) if g)
-    checks = prompt("Correctness check command (empty for none)", base.checks).strip()
+    bench = base.bench if "bench" in given else _ask_text(
+        prompt, "Benchmark command (prints the metric)", base.bench or "python bench.py")
+    editable = base.editable if "editable" in given else _ask_globs(
+        prompt, Path(root), ", ".join(base.editable) or "src/**/*.py")
+    checks = base.checks if "checks" in given else prompt(
+        "Correctness check command (empty for none)", base.checks).strip()
+    choices = ("queue", "sweep") if base.params else ("queue",)
+    proposer = _ask_choice(
+        prompt, "Who proposes candidates: " + " or ".join(_PROPOSER_WORDS[c] for c in choices)
+        + "; a model (llm, agent) needs its own table, added later",
+        base.proposer if base.proposer in choices else "queue", choices)
     notes = tuple(n for n in base.notes if "guess" not in n or metric != base.metric)
+    helpers = [h for h in _referenced_files(Path(root), f"{bench} {checks}")
+               if not any(glob_match(h, g) for g in editable)]
     return replace(base, metric=metric, direction=direction, reader=reader,
                    json_path=json_path, bench=bench, editable=editable, checks=checks,
+                   proposer=proposer, protected=tuple(dict.fromkeys((*base.protected,
+                                                                     *helpers))),
                    other_metrics=tuple(m for m in base.other_metrics if m[0] != metric),
-                   notes=(*notes, "answered by hand"))
+                   notes=(*notes, "confirmed by hand"))
 
 
 # --------------------------------------------------------------------------- rendering
@@ -758,6 +866,11 @@ def render(plan: InitPlan) -> str:
     out.append('# "llm" (a model writes patches) or "agent" (a coding agent edits a '
                'checkout).')
     out.append(f"proposer = {_q(plan.proposer)}")
+    if plan.proposer == "queue":
+        out += ["", "[proposer.queue]", "# The folder of patch files (*.patch, *.diff) measured "
+                "in order; a line", "# `# hypothesis: ...` at the top of a file says what it "
+                "tries."]
+        out.append(f"path = {_q(QUEUE_FOLDER)}")
 
     out += ["", "[decision]", '# "sequential" (stop as soon as the evidence is clear), '
             '"fixed" (a set number of', '# pairs) or "expensive" (few, long runs).']
@@ -779,5 +892,12 @@ def write_config(root: Path, plan: InitPlan, force: bool = False) -> Path:
                           valid="a repository without assay.toml, or --force")
     text = render(plan)
     parse(text, Path(root), str(path))  # never write a file assay itself would reject
+    empty = unmatched_globs(Path(root), plan.editable or ("src/**",))
+    if empty:
+        raise ConfigError(f"editable {', '.join(map(repr, empty))} matches no file in {root}",
+                          file=str(path), key="scope.editable",
+                          valid="globs that match the files to optimise (--editable ...)")
     path.write_text(text, encoding="utf-8")
+    if plan.proposer == "queue":
+        (Path(root) / QUEUE_FOLDER).mkdir(exist_ok=True)
     return path

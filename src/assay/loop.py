@@ -59,6 +59,7 @@ from .executors.base import Executor
 from .executors.slots import pick_slot
 from .hooks import Hooks
 from .journal import Journal
+from .merge import merge_onto
 from .meter import Meter, caps_of
 from .model import (
     Block,
@@ -345,7 +346,9 @@ class Loop:
         cand = self.link_hypothesis(cand)
         if self.session.unconfined:  # shown on the experiment by `show`, status, the report
             cand = dataclasses.replace(cand, meta={**cand.meta, UNCONFINED: True})
-        reason = self._reject_reason(cand)
+        reason = self._reject_reason(cand)  # the patch as proposed: its scope, its paths
+        if not reason:
+            cand, reason = self._merged(cand)
         if reason:
             exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)
             self.emit("reject", f"{exp.id} rejected before any run: {reason}", exp)
@@ -355,6 +358,22 @@ class Loop:
         self.emit("queued", f"{exp.id} queued: {cand.hypothesis}", exp)
         self._queue_first(exp)
         return exp
+
+    def _merged(self, cand: Candidate) -> tuple[Candidate, str]:
+        """The candidate's patch merged onto the incumbent (:mod:`assay.merge`), and on a
+        conflict the reason: ``conflict: <files> ...``."""
+        if not cand.patch.strip():
+            return cand, ""
+        try:
+            merged = merge_onto(self.target.root, cand.patch, self.incumbent.commit)
+        except WorkspaceError:
+            return cand, ""  # not a git repository here: applied as it stands
+        if merged is None:
+            return cand, ""
+        if merged.conflicts:
+            return cand, (f"conflict: {', '.join(merged.conflicts)}: the patch and the "
+                          f"incumbent {self.incumbent.commit[:12]} change the same lines")
+        return dataclasses.replace(cand, patch=merged.patch), ""
 
     def _reject_reason(self, cand: Candidate) -> str:
         if cand.meta.get("rejected"):
@@ -452,6 +471,8 @@ class Loop:
             if row.platform and not any(s.platform == row.platform and s.name in free
                                         for s in self.executor.slots):
                 continue  # its platform has no free slot now
+            if self._waits_for_another_slot(row, free):
+                continue  # a confirmation on the slot it avoids would confirm nothing
             ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
                 continue
@@ -473,6 +494,15 @@ class Loop:
                     self.journal.set_state(exp.id, ExperimentState.RUNNING)
             started += 1
         return started
+
+    def _waits_for_another_slot(self, row: BlockRow, free: Sequence[str]) -> bool:
+        """A block that avoids a slot (a confirmation, a retry) and finds only that one free
+        waits while another slot that could run it is busy; with no other slot (one slot, or
+        the others quarantined) it runs on the avoided one."""
+        if row.avoid_slot is None or any(name != row.avoid_slot for name in free):
+            return False
+        return any(s.name != row.avoid_slot and (not row.platform or s.platform == row.platform)
+                   for s in self.executor.slots)
 
     def _block(self, row: BlockRow) -> Block | None:
         cand: Candidate | None = None
@@ -734,7 +764,8 @@ class Loop:
         if why:
             self.emit("error", why)
             self.fail(why)
-        self.calibrate()
+        else:  # no noise to measure on an incumbent that fails its checks
+            self.calibrate()
         # the budget counts this session's experiments: the drive's goal is a journal total
         self.drive = Drive(budget + self._session_base, deadline, max_hours, until=until,
                            propose=propose)

@@ -82,7 +82,7 @@ budget = 20
 rule = "fixed"
 pairs_per_block = 2
 max_pairs = 4
-aa_blocks = 1
+aa_blocks = 6
 '''
 
 BONUS_PATCH = '''\

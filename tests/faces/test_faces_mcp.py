@@ -285,3 +285,29 @@ def test_run_experiment_goes_through_the_loop_driver(bare_target: Path, tmp_path
                                      timeout_s=120)
     assert again["finished"] is True and again["stopped"] == ""
     assert mcp_faces.log(target)[0]["state"] == "kept"  # e0001, resumed and decided
+
+
+def test_requests_sent_just_before_stdin_closes_are_all_answered(bare_target: Path) -> None:
+    import subprocess
+
+    from mcp import types
+
+    def request(rid: int, method: str, params: dict[str, Any]) -> str:
+        return types.JSONRPCRequest(jsonrpc="2.0", id=rid, method=method,
+                                    params=params).model_dump_json(by_alias=True) + "\n"
+
+    init = {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipe", "version": "1"}}
+    sent = (request(1, "initialize", init)
+            + types.JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"
+                                        ).model_dump_json(by_alias=True) + "\n"
+            + request(2, "tools/call", {"name": "log", "arguments": {}})
+            + request(3, "tools/call", {"name": "status", "arguments": {}}))
+    proc = subprocess.run([sys.executable, "-m", "assay", "mcp", "--root", str(bare_target)],
+                          input=sent, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines()) if "id" in m}
+    assert sorted(answers) == [1, 2, 3], proc.stdout + proc.stderr
+    status = json.loads(answers[3]["result"]["content"][0]["text"])
+    assert status["metric"]["name"] == "speed"
+    assert "error" not in answers[2]

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -33,6 +34,7 @@ from assay.faces.terminal import (
 )
 from assay.loop import Summary
 from assay.model import Direction, Experiment
+from tests.conftest import patch_work
 
 from .conftest import sh
 
@@ -341,3 +343,107 @@ def test_an_80_column_terminal_wraps_the_hypothesis_and_never_cuts_it(ran_target
     assert out.count("and a longer tail END") == 2 and out.count("CACHE_SIZE=1024,") == 2
     wrapped = [ln for ln in out.splitlines() if ln.startswith("      ")]
     assert len(wrapped) >= 2  # the line went on under the id, once per place it is printed
+
+
+LONG_CHECKS = """\
+import sys, work
+if work.WORK == 12345:
+    print("FAILED tests/test_work.py::test_the_work_constant_keeps_its_documented_value - x")
+    print("FAILED tests/test_work.py::test_the_checksum_matches_the_reference_table - y")
+    sys.exit(1)
+"""
+
+
+def _queued_patch(root: Path, hypothesis: str, diff: str) -> None:
+    (root / "patches").mkdir()
+    (root / "patches" / "1.patch").write_text(f"# hypothesis: {hypothesis}\n{diff}")
+
+
+def test_a_long_reason_is_cut_at_a_word_and_points_to_show(tiny_target: Any) -> None:
+    root = tiny_target(budget=1, extra='[proposer.queue]\npath = "patches"\n',
+                       files={"checks.py": LONG_CHECKS})
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace(
+        "bench_timeout = 30\n", f'bench_timeout = 30\nchecks = "{sys.executable} checks.py"\n')
+        .replace('protected = ["bench.py"]', 'protected = ["bench.py", "checks.py"]')
+        .replace("[run]\n", "[run]\nverify = false\n"))
+    sh(root, "git", "commit", "-qam", "checks")
+    _queued_patch(root, "an unlucky constant", patch_work(root, 12345))
+    sh(root, "git", "add", "-A")
+    sh(root, "git", "commit", "-qm", "the patch")
+    proc = assay_cli("run", "-C", str(root), "--proposer", "queue")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("e0001 invalid"))
+    reason = api.show("e0001", root)["note"].splitlines()[0]
+    assert len(reason) > 120
+    shown = line.split("an unlucky constant (", 1)[1]
+    assert shown.endswith("…; see `assay show e0001`)"), line
+    kept = shown.split("…", 1)[0]
+    assert reason.startswith(kept) and len(kept) <= 120
+    assert reason[len(kept)] in " ,;:(", (kept, reason)  # cut between words
+
+
+def test_checks_failing_on_the_incumbent_stop_before_any_noise_is_measured(
+        tiny_target: Any) -> None:
+    root = tiny_target(budget=1)
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace(
+        "bench_timeout = 30\n", 'bench_timeout = 30\nchecks = "exit 1"\n')
+        .replace("aa_blocks = 0", "aa_blocks = 2"))
+    sh(root, "git", "commit", "-qam", "checks fail")
+    proc = assay_cli("run", "-C", str(root), "-v")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "error:" in out and "incumbent" in out, out
+    assert "measuring noise" not in out and "A/A" not in out, out
+
+
+def test_a_table_piped_to_a_file_keeps_every_value_whole(ran_target: Path) -> None:
+    from assay.faces.terminal import number
+
+    for exp in api.log(ran_target):
+        data = api.show(exp["id"], ran_target)
+        if not data["runs"]:
+            continue
+        proc = assay_cli("show", exp["id"], "-C", str(ran_target), env={"COLUMNS": "40"})
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert "…" not in proc.stdout, proc.stdout
+        for r in data["runs"]:
+            row = next(ln for ln in lines if r["run_id"] in ln)
+            metrics = ", ".join(f"{k}={number(v)}" for k, v in r["metrics"].items())
+            assert metrics in row and r["reason"] in row, (row, r)
+
+
+def test_show_gives_a_sweep_candidate_the_diff_of_the_file_it_rewrote(tiny_target: Any) -> None:
+    root = tiny_target(work=200_000, budget=1)
+    api.run(root, proposer="sweep")
+    exp = api.log(root)[0]
+    assert exp["params"] and not exp["patch_chars"]
+    proc = assay_cli("show", exp["id"], "-C", str(root))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "--- a/work.py\n+++ b/work.py\n" in out, out
+    assert "\n-WORK = 200000\n" in out and f"\n+WORK = {exp['params']['WORK']}\n" in out, out
+
+
+def test_an_overridden_aa_blocks_is_announced_once_with_its_reason(tiny_target: Any) -> None:
+    root = tiny_target(budget=1)
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("aa_blocks = 0", "aa_blocks = 1"))
+    sh(root, "git", "commit", "-qam", "one A/A block")
+    first = assay_cli("run", "-C", str(root))
+    assert first.returncode == 0, first.stdout + first.stderr
+    said = [ln for ln in first.stdout.splitlines() if "aa_blocks" in ln]
+    assert said == ["warning: [decision] aa_blocks = 1 is overridden: 6 per slot, because a "
+                    "stable noise estimate needs at least 12 A/A pairs, and 1 block(s) of 2 "
+                    "pair(s) on 1 slot(s) give 2"], first.stdout
+    again = assay_cli("run", "-C", str(root), "--budget", "1")  # calibrated: nothing to say
+    assert again.returncode == 0 and "aa_blocks" not in again.stdout, again.stdout
+    # a default that is raised was configured by nobody: nothing to announce
+    other = tiny_target(budget=1, name="default")
+    cfg = other / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("aa_blocks = 0\n", ""))
+    sh(other, "git", "commit", "-qam", "the default A/A blocks")
+    quiet = assay_cli("run", "-C", str(other))
+    assert quiet.returncode == 0 and "aa_blocks" not in quiet.stdout, quiet.stdout

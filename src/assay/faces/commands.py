@@ -78,7 +78,7 @@ def mcp(root: Path = ROOT, config: str | None = CONFIG) -> None:
     except ImportError as exc:
         _fail(f"the MCP server needs the `mcp` package: pip install 'assay[faces]' ({exc})")
         return
-    server.run("stdio")
+    mcp_mod.serve_stdio(server)
 
 
 def stop(root: Path = ROOT, config: str | None = CONFIG) -> None:

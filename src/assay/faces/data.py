@@ -19,10 +19,10 @@ from typing import Any
 from .. import lock as lock_mod
 from .. import spend
 from ..config import Target
-from ..export import experiment_dict
+from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
 from ..loop import progress as run_progress
-from ..model import BlockRow, Decision, Experiment, ExperimentState, RunResult
+from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
 from ..usage import Spent
 from .terminal import improvement
 
@@ -156,8 +156,8 @@ def _source_kind(e: Experiment, kinds: Mapping[int, str]) -> str:
     return "none"
 
 
-def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
-         n_runs: int, spent: Spent | None) -> dict[str, Any]:
+def _row(e: Experiment, direction: Direction, kinds: Mapping[int, str],
+         cost: Mapping[str, float], n_runs: int, spent: Spent | None) -> dict[str, Any]:
     """One experiment's row; ``spent``: its model calls added up (None: it made none)."""
     d = e.decision
     det = d.details if d else {}
@@ -166,7 +166,7 @@ def _row(e: Experiment, kinds: Mapping[int, str], cost: Mapping[str, float],
         "proposer": e.candidate.proposer or "-", "hypothesis": e.candidate.hypothesis,
         "source_kind": _source_kind(e, kinds),
         "params": dict(e.candidate.params), "has_patch": e.has_patch,
-        "value": _finite(det.get("candidate_value")),
+        "value": _finite(shown_value(e, direction)),
         "incumbent_value": _finite(det.get("incumbent_value")),
         "effect": _finite(d.effect) if d else None, "lo": _finite(d.lo) if d else None,
         "hi": _finite(d.hi) if d else None,
@@ -304,7 +304,7 @@ def status_data(target: Target, journal: Journal | None,
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals()  # per experiment and slot, summed in SQL
     spent = journal.spent_by_experiment()  # the same, of the model calls
-    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+    rows = [_row(e, target.metric.direction, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
             for e in exps]
     cal = journal.get_meta("calibration")
@@ -467,7 +467,7 @@ def changes(target: Target, journal: Journal, since: float,
     gpus = slot_gpus(target, journal)
     totals = journal.run_totals(ids) if ids else {}
     spent = journal.spent_by_experiment(ids)
-    rows = [_row(e, kinds, totals_cost(totals.get(e.id, {}), gpus),
+    rows = [_row(e, target.metric.direction, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
             for e in exps]
     points = []

@@ -36,6 +36,7 @@ from ..loop import Loop
 from ..model import Candidate, Experiment, ExperimentState, ParamValue, for_proposer
 from ..proposers.base import ProposalContext, Proposer
 from .data import lock_state, open_readonly, status_data
+from .relay import answer_all
 
 SERVER_NAME = "assay"
 DEFAULT_TIMEOUT_S = 3600.0
@@ -306,5 +307,10 @@ def build_server(root: str | Path = ".", config: str | None = None) -> Any:
     return server
 
 
+def serve_stdio(server: Any) -> None:
+    """Run ``server`` on stdio; a request read before the client closed stdin is answered."""
+    answer_all(lambda: server.run("stdio"))
+
+
 def serve(root: str | Path = ".", config: str | None = None) -> None:
-    build_server(root, config).run("stdio")
+    serve_stdio(build_server(root, config))

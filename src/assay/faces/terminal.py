@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ..journal import peek_count
 from ..loop import Summary
@@ -29,8 +30,10 @@ STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cras
          "rebase": "magenta"}
 # Events printed without -v: the ones a user must act on or would want to know once.
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
-                          "stop", "resume", "verify"})
+                          "stop", "resume", "verify", "tidy"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+# The label of the baseline and best medians wherever they are shown beside the paired figure
+UNPAIRED = "unpaired medians measured at different times"
 DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
 
 
@@ -166,8 +169,24 @@ def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:
     if rec.get("unconfined"):  # its commands ran without a sandbox
         text = "(unconfined) " + text
     if verdict in ("invalid", "crashed") and rec["reason"]:
-        text += f" ({str(rec['reason']).splitlines()[0][:120]})"
+        text += f" ({cut_at_word(str(rec['reason']), REASON_CHARS, rec['id'])})"
     return head, text
+
+
+REASON_CHARS = 120  # a reason in an experiment's line; `assay show` has it whole
+
+
+def cut_at_word(text: str, limit: int, exp_id: str) -> str:
+    """``text``'s first line, cut at a word within ``limit`` characters with "…" and a
+    pointer to ``assay show`` when anything was left out."""
+    lines = text.strip().splitlines() or [""]
+    first = lines[0]
+    if len(first) <= limit and len(lines) == 1:
+        return first
+    if len(first) > limit:
+        cut = first[:limit + 1].rsplit(" ", 1)[0] if " " in first[:limit + 1] else first[:limit]
+        first = cut.rstrip(" ,;:(") + "…"
+    return f"{first}; see `assay show {exp_id}`"
 
 
 def print_row(console: Console, head: str, text: str, style: str = "") -> None:
@@ -311,19 +330,21 @@ class RunPrinter:
             c.print(f"experiments: {s.finished} finished ({counts})", highlight=False)
         else:
             c.print("experiments: none finished", highlight=False)
-        if s.baseline is not None:
-            best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
-            ratio = ratio_words(gain, direction, metric, unit)
-            c.print(f"{metric}: baseline {number(s.baseline, unit)}{best}"
-                    + (f" ({gain:+.1%}{', ' + ratio if ratio else ''}; medians measured at "
-                       "different times, unpaired)" if gain is not None and s.kept else ""),
-                    highlight=False)
+        # the headline: baseline and final best measured against each other; the medians
+        # (measured at different times, perhaps under another load) come after, so labelled
         if s.verified:
             c.print(f"[bold]improvement (paired, baseline vs final best):[/] "
                     f"{escape(paired_words(s.verified, direction, metric, unit))}",
                     highlight=False)
         elif s.verify_note:
             c.print(f"improvement not verified: {escape(s.verify_note)}", highlight=False)
+        if s.baseline is not None:
+            best = f" -> best {number(s.best, unit)}" if s.kept else " (nothing kept)"
+            ratio = ratio_words(gain, direction, metric, unit)
+            c.print(f"{metric}, {UNPAIRED}: baseline {number(s.baseline, unit)}{best}"
+                    + (f" ({gain:+.1%}{', ' + ratio if ratio else ''})"
+                       if gain is not None and s.kept else ""), highlight=False,
+                    soft_wrap=not c.is_terminal)
         if s.kept:
             c.print(f"kept changes (branch {escape(s.branch)}):", highlight=False)
             for e in s.kept:
@@ -454,10 +475,19 @@ def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
                       soft_wrap=True)
 
 
+def print_table(console: Console, table: Table) -> None:
+    """``table`` fitted to a terminal; to a pipe, a file or a pager, at its whole width (a
+    value is never cut with "…" where nobody can widen the window)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = max(console.width, console.measure(table, options=console.options.update_width(
+        100_000)).maximum)
+    Console(file=console.file, width=width, highlight=False, no_color=True).print(table)
+
+
 def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
     """A decision's per-platform table: each platform's own effect and interval."""
-    from rich.table import Table
-
     t = Table(title="per platform")
     for col in ("platform", "state", "improvement", "interval", "pairs"):
         t.add_column(col, no_wrap=True)
@@ -468,4 +498,4 @@ def print_platforms(console: Console, rows: Sequence[dict[str, Any]]) -> None:
         t.add_row(escape(str(r["platform"])), str(r["state"]), pct(r.get("effect")),
                   interval(r.get("lo"), r.get("hi")), str(r.get("pairs", 0)),
                   escape(reason))
-    console.print(t)
+    print_table(console, t)

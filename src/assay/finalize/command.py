@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import AssayError
+from ..faces.terminal import print_table
 from . import pr
 from .run import Result, finalize
 
@@ -52,7 +53,7 @@ def print_result(res: Result) -> None:
     for o in res.outcomes:
         t.add_row(o.group.slug, ", ".join(o.group.labels), ", ".join(o.group.files),
                   escape(o.group.reason), o.branch if o.finalized else "(blocked)")
-    console.print(t)
+    print_table(console, t)
     if all(o.alone is None and o.without is None for o in res.outcomes):
         console.print("not measured (--no-measure): the branches were made and reviewed, "
                       "and no group was measured", highlight=False)
@@ -66,7 +67,7 @@ def print_result(res: Result) -> None:
             m.add_row(o.group.slug, pr.pct(a.effect if a else None), pr.interval(a),
                       a.state if a else "-", pr.pct(w.effect if w else None), pr.interval(w),
                       w.state if w else "-", escape(o.status))
-        console.print(m)
+        print_table(console, m)
     for o in res.outcomes:
         for f in o.review.findings:
             mark = " waived" if f.id in o.review.waived else ""

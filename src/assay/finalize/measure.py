@@ -122,7 +122,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
         ws = Workspace(quiet, scratch)
         exe = api.build_executor(quiet, ws)
         loop = Loop(quiet, journal, ws, exe, _One(cand),
-                    on_event=lambda kind, msg, exp: report(f"  [{cmp.label}] {msg}")
+                    on_event=lambda kind, msg, exp: report(own_words(cmp.label, kind, msg, exp))
                     if kind in ("keep", "discarded", "invalid", "crashed", "calibrated",
                                 "error", "reject") else None)
         summary = loop.run(budget=1)
@@ -134,6 +134,15 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
     finally:
         journal.close()
         refs.delete(f"assay/{scratch}")
+
+
+def own_words(label: str, kind: str, message: str, exp: Experiment | None) -> str:
+    """A line of a comparison's loop, without that loop's experiment id and the commit it
+    made on its scratch branch: neither is the run's (its e0001 is not the run's e0001)."""
+    if exp is not None and exp.state.is_finished():
+        d = exp.decision
+        message = f"{exp.state.value}: {d.reason if d is not None else exp.note}"
+    return f"  [{label}] {message}"
 
 
 def _measured(label: str, exp: Experiment, journal: Journal, path: Path) -> Measured:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import api, fingerprint, verify
+from .. import api, fingerprint, process, verify
 from ..config import Target
 from ..errors import FinalizeError
 from ..journal import Journal
@@ -36,6 +36,7 @@ from ..lock import RunLock
 from ..model import ExperimentState
 from ..platforms import PlatformSpec
 from ..prices import for_target
+from ..worker import _prep, cache_env
 from ..workspace import Workspace, git, split_params
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
@@ -99,8 +100,6 @@ class _Checker:
         return path
 
     def __call__(self, groups: Sequence[Group]) -> str:
-        from ..worker import _prep
-
         if self.target.build is None and self.target.checks is None:
             return ""
         tree = self.tree(groups)
@@ -112,9 +111,9 @@ class _Checker:
             for c in g.changes:
                 params.update(measure.env_params(self.target, c.params))
         env_vars = split_params(params, self.target.params)[0]
-        from .. import process
-
-        env = process.scrubbed_env(self.target.env, env_vars)
+        # the slots' build settings: the compiler cache hits what their builds compiled
+        env = process.scrubbed_env(self.target.env, {**self.ws.bytecode_env(),
+                                                     **cache_env(path), **env_vars})
         logs = self.logs / tree[:12]
         why = ""
         # With [[platforms]]: on each local platform, with its environment (a remote

@@ -42,7 +42,14 @@ from ..decision import (
 from ..model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
 from .bounds import bound_at, t_quantile_for
 from .screen import SUSPICIOUS_K, screen
-from .sequential import MAX_CONFIRMATIONS, Estimate, _agrees, confirmation_state, prior_noise
+from .sequential import (
+    MAX_CONFIRMATIONS,
+    Estimate,
+    _agrees,
+    confirmation_state,
+    futility_words,
+    prior_noise,
+)
 
 MIN_HISTORY = 2
 CALIBRATION_PAIRS = 1  # A/A pairs per slot under this rule: two incumbent runs, kept as history
@@ -212,8 +219,11 @@ class ExpensiveRule:
             return out(Verdict.KEEP, f"kept: the sequential lower bound lies wholly above "
                        f"{band}; {summary}", est)
         if fut_hi < d_log:
-            return out(Verdict.DISCARD, f"discarded early (futility): even the futility "
-                       f"bound {to_fraction(fut_hi):+.2%} lies short of {band}; {summary}", est)
+            words = futility_words(est.hi < d_log, band, f"{spec.confidence:.0%}",
+                                   f"{spec.max_pairs} runs")
+            return out(Verdict.DISCARD, f"discarded early (futility): {words}: even the "
+                       f"futility bound {to_fraction(fut_hi):+.2%} lies short of {band}; "
+                       f"{summary}", est)
         stall = digits_stall(vals, rounding, d_log)
         if stall:
             return out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", est)

@@ -347,14 +347,17 @@ class SequentialRule:
                        f"{summary}; effect {to_fraction(eff):+.2%} (bias-adjusted)", lk,
                        effect=eff, extra={"effect_estimate": ESTIMATE})
         if n >= max(fut_after, keep_from):
+            budget = f"{spec.max_pairs} pairs"
             if lk.futility_hi < d_log:
-                return out(Verdict.DISCARD, f"discarded early (futility): the effect is short "
-                           f"of {band} by more than the futility margin; {summary}", lk)
+                return out(Verdict.DISCARD, f"discarded early (futility): "
+                           f"{futility_words(lk.hi < d_log, band, conf, budget)}: the effect "
+                           f"plus the futility margin falls short of {band}; {summary}", lk)
             hope = self._hope(lk, n, n_compare, ctx, d_log)
             if hope < HOPELESS and n >= HOPE_FROM * spec.max_pairs:
-                return out(Verdict.DISCARD, f"discarded early (futility): at this effect the "
-                           f"chance of a keep by the budget of {spec.max_pairs} pairs is "
-                           f"{hope:.1%}; {summary}", lk, extra={"keep_chance": round(hope, 4)})
+                return out(Verdict.DISCARD, f"discarded early (futility): "
+                           f"{futility_words(lk.hi < d_log, band, conf, budget)}: at this "
+                           f"effect the chance of a keep by then is {hope:.1%}; {summary}", lk,
+                           extra={"keep_chance": round(hope, 4)})
         stall = digits_stall(vals, rounding, d_log) if n >= self.first_look(ctx) else ""
         if stall:
             return out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", lk)
@@ -537,6 +540,15 @@ def _scale(p: Pair, ctx: DecisionContext, pooled: float) -> float:
         if v is not None and math.isfinite(v) and v > 0:
             return max(v, floor)
     return floor if floor > 0 else math.nan
+
+
+def futility_words(below: bool, band: str, conf: str, budget: str) -> str:
+    """What a futility stop found, in words that fit its interval: shown short of δ only
+    when the whole interval lies below it, else too noisy to show δ within the budget."""
+    if below:
+        return f"the {conf} interval lies below {band}"
+    return (f"too noisy to show {band} within the budget of {budget} (the {conf} interval "
+            f"still includes it)")
 
 
 def _where(lk: Look, d_log: float, band: str, conf: str) -> str:

@@ -96,9 +96,9 @@
     return el("section", null,
       el("div", { cls: "cards" },
         card("metric", m.name, (m.direction === "minimize" ? "lower" : "higher") + " is better" + (m.unit ? " · " + m.unit : "")),
-        card("baseline", metric(data.baseline), "the first incumbent"),
-        card("best", metric(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline (unpaired medians)"),
         verified(data.verification),
+        card("baseline (unpaired median)", metric(data.baseline), "the first incumbent, measured at another time than the best"),
+        card("best (unpaired median)", metric(data.best), data.improvement === null || data.improvement === undefined ? "" : pct(data.improvement) + " vs baseline, unpaired"),
         card("experiments", String((data.experiments || []).length), states.join(", ")),
         card("noise (pair σ)", cal.pooled === undefined || cal.pooled === null ? "–" : pct(cal.pooled).replace("+", ""), cal.message ? "δ " + pct(cal.delta) : "no calibration"),
         card("resources used", (cost.resources || []).length ? cost.resources.map(function (r) { return resource(r, r.total); }).join(" · ") : "–",
@@ -233,7 +233,7 @@
 
   var COLUMNS = [
     ["seq", "#", "num"], ["id", "id"], ["state", "state"], ["proposer", "proposer"],
-    ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value", "num"],
+    ["source_kind", "source"], ["hypothesis", "hypothesis"], ["value", "value (kept: its median; discarded: its effect on the incumbent's)", "num"],
     ["effect", "effect", "num"], ["lo", "interval", "num"], ["runs", "runs", "num"],
     ["gpu_hours", "GPU-h", "num"], ["cpu_seconds", "CPU-s", "num"], ["tokens", "tokens", "num"],
     ["cost_usd", "cost", "num"]
