@@ -41,8 +41,8 @@ of the truth; mean runs in the 3% scenario at most 43.3 (the engine before noise
 tracking, δ 0.75%); in the mid-session scenario δ back within 20% of its quiet value
 within 10 blocks after the noisy window.
 
-Run ``python benchmarks/decisions.py`` (``--trials`` per cell, 1000 by default, about six
-minutes on two cores: over 300 trials a rate near 2% has a standard error of 0.8 points and
+Run ``python benchmarks/decisions.py`` (``--trials`` per cell, 1000 by default, about eight
+minutes on two idle cores: over 300 trials a rate near 2% has a standard error of 0.8 points and
 the mean runs one of about 0.6, more than the targets' margins; ``--jobs`` worker processes,
 2 by default; ``--seed``, 1 by default).
 """

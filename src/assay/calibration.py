@@ -29,7 +29,7 @@ from .model import (
     as_pairs,
 )
 from .stats.calibrate import state_of
-from .stats.noise import delta_reason
+from .stats.noise import delta_moved, delta_reason
 
 CAL = "cal"  # the experiment id of A/A calibration blocks
 
@@ -167,7 +167,7 @@ class Calibration:
         slot_noise = block_scale(after.noise.get(result.slot,
                                              after.raw.get(result.slot, math.nan)), new)
         step = None
-        if f"{after.delta:.2%}" != f"{before.delta:.2%}":
+        if delta_moved(before.delta, after.delta):
             step = {"block": result.block_id, "slot": result.slot, "old": before.delta,
                     "new": after.delta, "why": delta_reason(before.delta, after, spec)}
         with self.journal.tx():
@@ -271,7 +271,7 @@ class Calibration:
             "start": {"pooled": cal.pooled, "delta": cal.delta_effective},
             "regime": cal.regime.as_meta() if cal.regime is not None else None})
         spec = self.target.decision
-        moved = f"{cal.delta_effective:.2%}" != f"{spec.delta:.2%}"
+        moved = delta_moved(spec.delta, cal.delta_effective)
         self.journal.set_meta("delta_steps", [{
             "block": CAL, "slot": "", "old": spec.delta, "new": cal.delta_effective,
             "why": delta_reason(spec.delta, state_of(cal), spec)}] if moved else [])

@@ -229,6 +229,10 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
         # every change of δ is a marker: the one at calibration (the configured band raised
         # to what the measured noise lets the budget resolve), then each one said after a
         # block, at that block, with its old and new value and its reason
+        # the calibration record names the run's noise regime, and its message says it
+        assert cal["regime"]["name"] in ("quiet", "a minority of wild pairs",
+                                         "disturbed throughout")
+        assert f"noise regime {cal['regime']['name']}" in cal["message"]
         raised = f"{cal['start']['delta']:.2%}" != f"{target.decision.delta:.2%}"
         steps = noise["steps"]
         assert len(steps) == int(raised) + len(said) >= 1

@@ -303,7 +303,7 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
     old_regime = before.regime.name if before is not None and before.regime else ""
     if after.regime is not None and old_regime and after.regime.name != old_regime:
         out.append(f"noise regime {old_regime} -> {after.regime.words()}")
-    if f"{after.delta:.2%}" != f"{old_delta:.2%}":
+    if delta_moved(old_delta, after.delta):
         why = delta_reason(old_delta, after, spec)
         out.append(f"δ {old_delta:.2%} -> {after.delta:.2%}: {why}")
     old_q = before.quarantined if before is not None else {}
@@ -315,6 +315,11 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
             sd = after.raw.get(s, math.nan)
             out.append(f"slot {s} released from quarantine: its pair noise is back to {sd:.2%}")
     return out
+
+
+def delta_moved(old: float, new: float) -> bool:
+    """Whether δ moved as printed (to a hundredth of a percent): every such move is said."""
+    return f"{old:.2%}" != f"{new:.2%}"
 
 
 def delta_reason(old: float, after: NoiseState, spec: DecisionSpec) -> str:
