@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
+import pytest
 
-from assay.config import DecisionSpec
+from assay.config import DecisionSpec, parse
+from assay.executors.function import FunctionExecutor, values
+from assay.model import Candidate
 from assay.stats.noise import changes, describe, robust_scale, track
 from assay.stats.regime import DISTURBED, MINORITY, QUIET, classify, limit
+from assay.testing import ROOT_COMMIT, memory_loop
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=12, min_pairs=2,
                     confidence=0.90, delta=0.01, confirm=True, aa_blocks=2)
@@ -25,7 +31,8 @@ def _loaded(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _regime(xs: np.ndarray) -> str:
     vals = [float(v) for v in xs]
-    return classify(vals, robust_scale(vals, len(vals))).name
+    spread = 1.4826 * float(np.median(np.abs(xs)))
+    return classify(vals, robust_scale(vals, len(vals)), spread).name
 
 
 def test_quiet_noise_is_called_disturbed_about_once_in_a_hundred() -> None:
@@ -85,3 +92,66 @@ def test_every_change_of_delta_is_said_with_its_old_and_new_value() -> None:
     # a change too small to show in the printed value says nothing
     same = track({"s0": [1.0001 * v for v in base]}, spec)
     assert not [line for line in changes(before, same, spec) if line.startswith("δ ")]
+
+
+LOOP_CONFIG = """\
+[metric]
+name = "speed"
+direction = "maximize"
+
+[commands]
+bench = "true"
+
+[scope]
+editable = ["work.py"]
+
+[[params]]
+name = "GAIN"
+type = "float"
+low = 0.5
+high = 2.0
+
+[run]
+slots = 2
+
+[decision]
+delta = 0.01
+max_pairs = 12
+aa_blocks = 2
+"""
+
+
+def test_a_loop_on_a_machine_busy_throughout_finds_it_and_says_so(tmp_path: Path) -> None:
+    """A machine loaded from start to end, scripted: 1% noise and every run slowed by its
+    own gamma-distributed share (sd 4%). Twelve A/A pairs cannot tell it from quiet noise
+    at a 1% false alarm; the tracker's samples can: the regime changes, the run says so,
+    and the pooled noise is then the whole spread, not the quiet quarter's."""
+    rng = random.Random(5)
+
+    def value(role: str, slot: str) -> float:
+        slow = rng.gammavariate(0.5, 0.04 / math.sqrt(0.5))
+        return 100.0 * math.exp(0.01 * rng.gauss(0.0, 1.0) - slow)
+
+    loop = memory_loop(parse(LOOP_CONFIG, tmp_path), FunctionExecutor(values("speed", value)),
+                       candidates=[Candidate(ROOT_COMMIT, params={"GAIN": 1.0 + i / 1000},
+                                             hypothesis=f"no-op {i}") for i in range(12)])
+    loop.run(budget=12)
+    j = loop.journal
+    cal = j.get_meta("calibration")
+    assert cal["regime"]["name"] == DISTURBED, cal["regime"]
+    said = [ev.message for ev in j.events_of_kind("noise")]
+    assert any("noise regime" in m and "-> disturbed throughout" in m for m in said), said
+    recent = [float(v) for _, v in j.get_meta("noise_recent")]
+    # the pooled noise is the whole spread of the latest window: the root mean square of
+    # its samples within five scales of the machine's quiet core (here all of them)
+    window = recent[-24:]
+    ref = max(robust_scale(window), cal["regime"]["reference"])
+    kept = [v for v in window if abs(v) <= 5 * ref]
+    assert len(kept) >= 23
+    assert cal["pooled"] == pytest.approx(math.sqrt(math.fsum(v * v for v in kept) / len(kept)))
+    # every δ move after a block is an event with its old and new value, and a step
+    steps = [s for s in j.get_meta("delta_steps") if s["block"] != "cal"]
+    moves = [m for m in said if ": δ " in m]
+    assert [f"δ {s['old']:.2%} -> {s['new']:.2%}" for s in steps] == [
+        m.split(": ", 1)[1].split(":", 1)[0] for m in moves]
+    assert all(f"after block {s['block']} " in m for s, m in zip(steps, moves, strict=True))

@@ -265,7 +265,8 @@ def _regime(pool: Sequence[float]) -> Regime | None:
     vals = [v for v in pool if math.isfinite(v)]
     if not vals:
         return None
-    return classify(vals, robust_scale(vals, len(vals)))
+    spread = MAD_TO_SD * statistics.median(abs(v) for v in vals)
+    return classify(vals, robust_scale(vals, len(vals)), spread)
 
 
 def scale_in(regime: Regime | None, samples: Sequence[float]) -> float:
@@ -276,7 +277,7 @@ def scale_in(regime: Regime | None, samples: Sequence[float]) -> float:
     core = robust_scale(samples)
     if regime is None or not regime.disturbed:
         return core
-    whole = whole_scale(samples[-WINDOW:], max(core, regime.core))
+    whole = whole_scale(samples[-WINDOW:], max(core, regime.reference))
     return whole if math.isfinite(whole) else core
 
 

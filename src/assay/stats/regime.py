@@ -14,9 +14,13 @@ scales (what is left out then is far out: a wild minority). For normal noise the
 their ratio exceeds :func:`limit` in 1% of samples (simulated, 20,000 samples of each size,
 normal noise: the false-alarm rate of calling a quiet run disturbed). Above it the run is
 **disturbed throughout** and the whole scale is its noise. A run whose far samples are a
-sizeable share (:data:`FAR_SHARE`) has **a minority of wild pairs**, whatever the ratio:
-a continuous spread puts few samples that far (a gamma-loaded machine about 2%, a noisy
-neighbour slowing a quarter of all runs 36%); its noise is the core scale.
+sizeable share (:data:`FAR_SHARE`) but fewer than half has **a minority of wild pairs**,
+whatever the ratio: a continuous spread puts few samples that far (a gamma-loaded machine
+about 2%, a noisy neighbour slowing a quarter of all runs 36%); its noise is the core
+scale. Where half the samples or more are far out, the quiet quarter is a lucky minority
+(two CPU hogs on two cores: only the pairs whose runs both got a core agree closely): the
+run is disturbed throughout, and its whole scale is taken within :data:`FAR_K` median-based
+scales instead.
 
 The test pools the latest samples of all slots in use (up to four windows): the regime is
 the machine's, and 96 samples tell a loaded machine from a quiet one in about nine runs of
@@ -68,6 +72,7 @@ class Regime:
     whole: float
     far: float  # share of samples beyond FAR_K core scales
     limit: float
+    reference: float = math.nan  # the whole scale keeps samples within FAR_K of these
 
     @property
     def ratio(self) -> float:
@@ -81,6 +86,10 @@ class Regime:
         """Why, in one clause."""
         if not math.isfinite(self.ratio):
             return f"{self.name} (too few samples to tell)"
+        if self.disturbed and self.far >= 0.5:
+            return (f"{self.name}: {self.far:.0%} of {self.n} samples lie beyond {FAR_K:g} "
+                    f"scales of the quiet quarter ({self.core:.2%}), which is only the "
+                    f"luckiest pairs; the whole spread ({self.whole:.2%}) is the noise")
         if self.far >= FAR_SHARE:
             return (f"{self.name}: {self.far:.0%} of {self.n} samples lie beyond {FAR_K:g} "
                     f"core scales; the core's {self.core:.2%} is the noise")
@@ -95,19 +104,22 @@ class Regime:
     def as_meta(self) -> dict[str, object]:
         return {"name": self.name, "samples": self.n, "core": self.core, "whole": self.whole,
                 "ratio": self.ratio, "limit": self.limit, "far": self.far,
-                "words": self.words()}
+                "reference": self.reference, "words": self.words()}
 
 
-def classify(samples: Sequence[float], core: float) -> Regime:
+def classify(samples: Sequence[float], core: float, spread: float) -> Regime:
     """The regime of ``samples`` (log-ratios with a true centre of zero) whose core scale
-    is ``core`` (:func:`assay.stats.noise.robust_scale` over all of them)."""
+    is ``core`` (:func:`assay.stats.noise.robust_scale` over all of them) and whose
+    median-based scale is ``spread``."""
     vals = [s for s in samples if math.isfinite(s)]
     whole = whole_scale(vals, core)
     n = len(vals)
     far = sum(1 for s in vals if abs(s) > FAR_K * core) / n if n and core > 0 else 0.0
     lim = limit(n)
     if not (math.isfinite(whole) and core > 0):
-        return Regime(QUIET, n, core, whole, far, lim)
+        return Regime(QUIET, n, core, whole, far, lim, core)
+    if far >= 0.5 and math.isfinite(spread) and spread > core:
+        return Regime(DISTURBED, n, core, whole_scale(vals, spread), far, lim, spread)
     if far >= FAR_SHARE:
         name = MINORITY
     elif whole > lim * core:
@@ -116,4 +128,4 @@ def classify(samples: Sequence[float], core: float) -> Regime:
         name = MINORITY
     else:
         name = QUIET
-    return Regime(name, n, core, whole, far, lim)
+    return Regime(name, n, core, whole, far, lim, core)
