@@ -19,8 +19,9 @@ current estimate, never a frozen one:
   over, δ falls back; every change of δ that shows in its printed value is said, with its
   old and new value and its reason (:func:`changes`);
 * on a machine disturbed throughout (:mod:`assay.stats.regime`: the quiet quarter's scale
-  and the whole spread of the latest samples disagree beyond what quiet noise allows) each
-  estimate is the whole spread of its samples, not their quiet core;
+  and the whole spread of the latest samples disagree beyond what quiet noise allows) the
+  pooled noise, and so δ's floor, is the whole spread of the latest samples, not their
+  quiet core;
 * a slot is quarantined when its estimate is over :data:`QUARANTINE_RATIO` times the median
   of its peers (three slots or more); its estimate is released below :data:`RELEASE_RATIO`
   times (the gap keeps a slot near the limit from flapping while its blocks in flight come
@@ -229,12 +230,17 @@ def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
     spell cannot hold δ up.
 
     The regime (:mod:`assay.stats.regime`) is judged on all of ``recent`` on slots in use
-    (every slot's samples where none are given); on a machine disturbed throughout each
-    estimate is the whole spread of its samples rather than their quiet core."""
+    (every slot's samples where none are given); on a machine disturbed throughout the
+    pooled noise (what is reported, and what δ's floor follows) is the whole spread of the
+    latest samples rather than their quiet core. Each slot's own estimate stays its quiet
+    core's scale: it is the scale the rule's robust estimate weighs pairs by (a wider one
+    cost the 3% scenario of ``benchmarks/decisions.py`` about four runs a decision, 43.8 ->
+    47.5 at seed 1, 100 trials a cell, for no gain in keeps), and quarantine compares slots
+    with each other."""
     was = dict(was_quarantined or {})
     pool = [v for _, v in recent] or [v for vs in samples.values() for v in vs]
     regime = _regime(pool)
-    raw = {s: scale_in(regime, v) for s, v in samples.items() if v}
+    raw = {s: robust_scale(v) for s, v in samples.items() if v}
     counts = window_counts(samples)
     quarantined: dict[str, str] = {}
     if len(raw) >= 3:
