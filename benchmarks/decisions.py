@@ -1,7 +1,7 @@
 """How often each decision rule keeps the wrong candidate, what it reports, what it costs.
 
 Candidates with known true effects (0, −δ, +δ/2, +δ, +2δ, +4δ; the metric is maximised)
-are measured under six noise shapes. Every rule sees identical draws: the i-th run of a
+are measured under eight noise shapes. Every rule sees identical draws: the i-th run of a
 trial uses the same noise whichever rule asks for it.
 
 * **3% tuned**: today's scenario: 3% run noise with t5 tails, 2% slow runs, a slow drift,
@@ -12,7 +12,13 @@ trial uses the same noise whichever rule asks for it.
 * **mid-session**: a session of back-to-back experiments at 1% noise; blocks 30–49 run at
   8% (a CPU hog), then quiet again. δ is followed block by block;
 * **drift**: 1.5% noise with a strong random-walk drift and large per-slot offsets;
-* **heavy tails**: 2% noise with Student t (2.5 degrees of freedom) tails.
+* **heavy tails**: 2% noise with Student t (2.5 degrees of freedom) tails;
+* **loaded throughout**: a machine busy from start to end: 1% noise, and every run is
+  slowed by its own random share (gamma-distributed, shape 0.5: many runs barely slowed, a
+  long tail of runs slowed by 10–30%; sd 4% of a run), so every pair is drawn from the same
+  wide, peaked distribution and no quiet core exists;
+* **log-normal**: run times multiplied by a right-skewed log-normal factor (shape 0.8,
+  sd 3%): most runs a little faster than average, a few much slower.
 
 assay is driven by :class:`assay.simulate.Session`: start-up A/A calibration on every slot,
 the noise tracker after every block, the rule's blocks, confirmations on another slot.
@@ -27,15 +33,16 @@ piloop bootstrap (five pairs, 95% paired-bootstrap lower bound above 0); Welch 5
 (one-sided 2.5%); codeflash 5% floor (one A, one B, better by more than 5%).
 
 Per scenario and rule: false keeps at 0, −δ, +δ/2; keep rates at +δ, +2δ, +4δ; coverage
-of the true effect by the reported 90% interval (assay only: the peers report none);
-mean reported effect of keeps against the truth at +2δ; mean runs. Targets (assay, every
-scenario): false keeps ≤ 2% at 0, −δ, +δ/2; keeps ≥ 90% at +4δ; coverage ≥ 88%; mean
-reported effect of keeps at +2δ within 25% of the truth; mean runs in the 3% scenario at
-most 43.3 (the engine before noise tracking, δ 0.75%); in the mid-session scenario δ back
-within 20% of its quiet value within 10 blocks after the noisy window.
+of the true effect by the reported 90% interval and its mean width (assay only: the peers
+report none; at equal coverage, narrower is better); mean reported effect of keeps against
+the truth at +2δ; mean runs. Targets (assay, every scenario): false keeps ≤ 2% at 0, −δ,
++δ/2; keeps ≥ 90% at +4δ; coverage ≥ 88%; mean reported effect of keeps at +2δ within 25%
+of the truth; mean runs in the 3% scenario at most 43.3 (the engine before noise
+tracking, δ 0.75%); in the mid-session scenario δ back within 20% of its quiet value
+within 10 blocks after the noisy window.
 
-Run ``python benchmarks/decisions.py`` (``--trials`` per cell, 1000 by default, about six
-minutes on two cores: over 300 trials a rate near 2% has a standard error of 0.8 points and
+Run ``python benchmarks/decisions.py`` (``--trials`` per cell, 1000 by default, about eight
+minutes on two idle cores: over 300 trials a rate near 2% has a standard error of 0.8 points and
 the mean runs one of about 0.6, more than the targets' margins; ``--jobs`` worker processes,
 2 by default; ``--seed``, 1 by default).
 """
@@ -82,6 +89,9 @@ class Scenario:
     slot_scale: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     window: tuple[int, int, float] | None = None  # noisy blocks [a, b) at this noise
     session: int = 0  # experiments per session (0: --session of them)
+    skew: float = 0.0  # shape of a standardised log-normal noise (0: symmetric noise)
+    load: float = 0.0  # sd of every run's own slowdown (gamma-distributed; 0: none)
+    load_shape: float = 0.5  # that gamma's shape
 
 
 SCENARIOS = (
@@ -96,6 +106,10 @@ SCENARIOS = (
     Scenario("drift: 1.5% noise, strong drift, slot offsets", 0.015, drift=0.3,
              slot_offset=0.10),
     Scenario("heavy tails: 2% noise, t2.5", 0.02, tail_df=2.5),
+    Scenario("loaded throughout: 1% noise, every run slowed by a gamma share, sd 4%", 0.01,
+             load=0.04),
+    Scenario("log-normal: run times times a right-skewed log-normal factor, sd 3%", 0.03,
+             skew=0.8),
 )
 
 
@@ -105,13 +119,21 @@ class Stream:
     def __init__(self, sc: Scenario, effect: float, rng: np.random.Generator) -> None:
         self.sc = sc
         self.theta = math.log1p(effect)
-        if math.isinf(sc.tail_df):
+        if sc.skew > 0:
+            # a standardised log-normal, slow side negative (the metric is maximised)
+            z = np.exp(sc.skew * rng.standard_normal(MAX_RUNS))
+            m, v = math.exp(sc.skew**2 / 2), math.expm1(sc.skew**2) * math.exp(sc.skew**2)
+            base = -(z - m) / math.sqrt(v)
+        elif math.isinf(sc.tail_df):
             base = rng.standard_normal(MAX_RUNS)
         else:
             base = rng.standard_t(sc.tail_df, MAX_RUNS) / math.sqrt(sc.tail_df / (sc.tail_df - 2))
         self.base = base
         slow = rng.random(MAX_RUNS) < sc.spike_p
         self.slow = slow * np.log1p(rng.uniform(sc.spike[0], sc.spike[1], MAX_RUNS))
+        if sc.load > 0:
+            k = sc.load_shape
+            self.slow = self.slow + rng.gamma(k, sc.load / math.sqrt(k), MAX_RUNS)
         self.drift = np.cumsum(rng.standard_normal(MAX_RUNS)) * sc.drift * sc.noise
         self.offset = rng.standard_normal(len(sc.slot_scale)) * sc.slot_offset
         self.i = 0
@@ -175,10 +197,11 @@ class Tally:
     runs: list[float]
     covered: list[bool]
     effects: list[float]  # reported effect of keeps
+    widths: list[float]  # width of the reported interval
 
 
 def _new() -> Tally:
-    return Tally([], [], [], [])
+    return Tally([], [], [], [], [])
 
 
 class Driver:
@@ -221,6 +244,7 @@ def one_session(sc: Scenario, effect: float, rng: np.random.Generator, session: 
         t.runs.append(runs + cal_runs / experiments)
         if d.lo is not None and d.hi is not None:
             t.covered.append(d.lo <= effect <= d.hi)
+            t.widths.append(d.hi - d.lo)
         if kept and d.effect is not None:
             t.effects.append(d.effect)
         run_sd = (sim.state.pooled if sim.state is not None else sc.noise) / math.sqrt(2)
@@ -269,7 +293,7 @@ def report(sc: Scenario, cells: dict[int, dict[str, Tally]], recovery: list[int]
     print(f"\n== {sc.name}: {trials} trials per effect, δ {DELTA:.2%}, confidence "
           f"{SPEC.confidence:.0%}, at most {SPEC.max_pairs} pairs")
     head = (f"{'rule':24s} " + " ".join(f"{lb:>8s}" for lb in LABELS)
-            + f" {'cover':>7s} {'eff/true':>8s} {'runs':>7s}")
+            + f" {'cover':>7s} {'width':>7s} {'eff/true':>8s} {'runs':>7s}")
     print(head)
     print("-" * len(head))
     names = list(cells[0])
@@ -278,15 +302,17 @@ def report(sc: Scenario, cells: dict[int, dict[str, Tally]], recovery: list[int]
         rates = [float(np.mean(cells[k][name].kept)) for k in range(len(EFFECTS))]
         cov = [c for k in range(len(EFFECTS)) for c in cells[k][name].covered]
         cover = float(np.mean(cov)) if cov else math.nan
+        wid = [w for k in range(len(EFFECTS)) for w in cells[k][name].widths]
+        width = float(np.mean(wid)) if wid else math.nan
         eff = cells[4][name].effects
         ratio = float(np.mean(eff)) / EFFECTS[4] if eff and name == "assay" else math.nan
         runs = float(np.mean([r for k in range(len(EFFECTS)) for r in cells[k][name].runs]))
         shown = f"{ratio:8.2f}" if math.isfinite(ratio) else f"{'n/a':>8s}"
         print(f"{name:24s} " + " ".join(f"{r:8.1%}" for r in rates)
-              + f" {_pct(cover)} {shown} {runs:7.1f}")
+              + f" {_pct(cover)} {_pct(width)} {shown} {runs:7.1f}")
         if name == "assay":
-            out = {"fk": max(rates[:3]), "k4": rates[5], "cover": cover, "ratio": ratio,
-                   "runs": runs}
+            out = {"fk": max(rates[:3]), "k4": rates[5], "cover": cover, "width": width,
+                   "ratio": ratio, "runs": runs}
     a = cells
     labels = LABELS + tuple(f"{e:+.0%}" for e in EXTRA) if len(a) > len(LABELS) else LABELS
     per = "  ".join(f"{lb}: {np.mean(a[k]['assay'].runs):.1f}" for k, lb in enumerate(labels))

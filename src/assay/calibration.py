@@ -28,6 +28,8 @@ from .model import (
     RunStatus,
     as_pairs,
 )
+from .stats.calibrate import state_of
+from .stats.noise import delta_moved, delta_reason
 
 CAL = "cal"  # the experiment id of A/A calibration blocks
 
@@ -164,6 +166,10 @@ class Calibration:
         after = track(samples, spec, cal.get("quarantined", {}), recent)
         slot_noise = block_scale(after.noise.get(result.slot,
                                              after.raw.get(result.slot, math.nan)), new)
+        step = None
+        if delta_moved(before.delta, after.delta):
+            step = {"block": result.block_id, "slot": result.slot, "old": before.delta,
+                    "new": after.delta, "why": delta_reason(before.delta, after, spec)}
         with self.journal.tx():
             self.journal.set_meta("noise_samples", samples)
             self.journal.set_meta("noise_recent", [list(r) for r in recent])
@@ -172,7 +178,11 @@ class Calibration:
             self.journal.set_meta("calibration", {
                 **cal, "noise": dict(after.noise), "pooled": after.pooled,
                 "delta": after.delta, "quarantined": dict(after.quarantined),
-                "samples": dict(after.samples), "message": describe(after, spec)})
+                "samples": dict(after.samples), "message": describe(after, spec),
+                "regime": after.regime.as_meta() if after.regime is not None else None})
+            if step is not None:
+                self.journal.set_meta("delta_steps",
+                                      [*(self.journal.get_meta("delta_steps") or []), step])
         for line in changes(before, after, spec):
             self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
         for slot in self.executor.slots:
@@ -268,7 +278,13 @@ class Calibration:
             "quarantined": dict(cal.quarantined), "message": cal.message,
             "samples": window_counts(cal.samples),
             "baseline": statistics.median(base) if base else None,
-            "start": {"pooled": cal.pooled, "delta": cal.delta_effective}})
+            "start": {"pooled": cal.pooled, "delta": cal.delta_effective},
+            "regime": cal.regime.as_meta() if cal.regime is not None else None})
+        spec = self.target.decision
+        moved = delta_moved(spec.delta, cal.delta_effective)
+        self.journal.set_meta("delta_steps", [{
+            "block": CAL, "slot": "", "old": spec.delta, "new": cal.delta_effective,
+            "why": delta_reason(spec.delta, state_of(cal), spec)}] if moved else [])
         self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})
         self.journal.set_meta("noise_recent", [[s, v] for s, vs in cal.samples.items()
                                                for v in vs])

@@ -164,7 +164,8 @@ def test_empty_report_renders(browser: Any, tmp_path: Path, screenshots: Path) -
 
 FIGURE = """id => { const d = document.getElementById(id);
   return JSON.stringify({traces: d.data.map(t => ({name: t.name, x: t.x, y: t.y,
-                                                   ids: t.customdata || null})),
+                                                   ids: t.customdata || null,
+                                                   text: t.text || null})),
                          ticks: (d._fullLayout.xaxis._vals || []).map(v => v.x),
                          dtick: d._fullLayout.xaxis.dtick}); }"""
 
@@ -179,6 +180,8 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
         exps = journal.experiments()
         noise = data_mod.noise_data(target, journal)
         decisions = {e.id: journal.decisions(e.id) for e in exps}
+        said = [ev.message for ev in journal.events_of_kind("noise") if ": δ " in ev.message]
+        cal = journal.get_meta("calibration") or {}
     finally:
         journal.close()
     # The running best from the journal: the baseline, then each kept candidate's value.
@@ -223,6 +226,26 @@ def test_charts_agree_with_the_journal(browser: Any, report_file: Path, ran_targ
         assert delta["x"] == list(range(1, noise["blocks"] + 1))  # δ of each block
         used = {d.delta for e in exps for d in decisions[e.id]} | {noise["delta"]}
         assert all(any(y == pytest.approx(u) for u in used) for y in delta["y"])
+        # every change of δ is a marker: the one at calibration (the configured band raised
+        # to what the measured noise lets the budget resolve), then each one said after a
+        # block, at that block, with its old and new value and its reason
+        # the calibration record names the run's noise regime, and its message says it
+        assert cal["regime"]["name"] in ("quiet", "a minority of wild pairs",
+                                         "disturbed throughout")
+        assert f"noise regime {cal['regime']['name']}" in cal["message"]
+        raised = f"{cal['start']['delta']:.2%}" != f"{target.decision.delta:.2%}"
+        steps = noise["steps"]
+        assert len(steps) == int(raised) + len(said) >= 1
+        marks = next(t for t in nfig["traces"] if str(t["name"]).startswith("δ step"))
+        assert marks["x"] == [s["x"] for s in steps]
+        assert marks["y"] == [pytest.approx(s["new"]) for s in steps]
+        for text, step, line in zip(marks["text"][int(raised):], steps[int(raised):], said,
+                                    strict=True):
+            assert f"{step['old']:.2%} → {step['new']:.2%}" in text
+            assert f"δ {step['old']:.2%} -> {step['new']:.2%}" in line
+            assert f"after block {step['block']} " in line and step["block"] in text
+        if raised:
+            assert marks["x"][0] == 0 and "pooled pair noise" in marks["text"][0]
 
         # Resources: this target's slot has a GPU, and LLM tokens were spent; nothing is "0".
         res = page.locator("#costs").inner_text()

@@ -386,6 +386,7 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
                                            "experiment": x.experiment_id, "logs": []})
         b["logs"].append(math.log(v))
     series: dict[str, dict[str, list[Any]]] = {}
+    order = {b: i for i, b in enumerate(blocks, start=1)}
     for i, b in enumerate(blocks.values(), start=1):
         logs = b.pop("logs")
         if len(logs) < 2:
@@ -407,7 +408,23 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
             "delta": delta, "deltas": _delta_per_block(ends, journal.delta_history(), delta),
             "calibrated": {k: _finite(v) for k, v in (cal.get("noise") or {}).items()},
             "quarantined": quarantined, "blocks": len(blocks),
-            "quarantines": _quarantines(journal, [w.name for w in workers], ends, series)}
+            "quarantines": _quarantines(journal, [w.name for w in workers], ends, series),
+            "steps": delta_steps(journal, order),
+            "regime": (cal.get("regime") or {}).get("words", "")}
+
+
+def delta_steps(journal: Journal, order: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every change of δ with its reason, placed at the block after which it was made
+    (``order``: block id -> its place on the chart; calibration at 0)."""
+    out = []
+    for step in journal.get_meta("delta_steps") or []:
+        old, new = _finite(step.get("old")), _finite(step.get("new"))
+        if old is None or new is None:
+            continue
+        block = str(step.get("block", ""))
+        out.append({"x": order.get(block, 0), "block": block, "old": old, "new": new,
+                    "why": str(step.get("why", ""))})
+    return out
 
 
 def _delta_per_block(ends: Sequence[float], history: Sequence[tuple[float, float]],

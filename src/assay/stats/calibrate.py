@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..config import DecisionSpec
 from ..model import Direction, Pair
 from .noise import NoiseState, aa_samples, describe, resolvable, track
+from .regime import Regime
 
 __all__ = ["Calibration", "calibrate", "resolvable", "state_of"]
 
@@ -31,12 +32,14 @@ class Calibration:
     message: str = ""
     raw_noise: Mapping[str, float] = field(default_factory=dict)  # every slot, as measured
     samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    regime: Regime | None = None  # which noise the run is in (assay.stats.regime)
 
 
 def state_of(cal: Calibration) -> NoiseState:
     return NoiseState(noise=cal.noise, pooled=cal.pooled,
                       samples={s: len(v) for s, v in cal.samples.items()},
-                      delta=cal.delta_effective, quarantined=cal.quarantined, raw=cal.raw_noise)
+                      delta=cal.delta_effective, quarantined=cal.quarantined, raw=cal.raw_noise,
+                      regime=cal.regime)
 
 
 def calibrate(aa_pairs: Mapping[str, Sequence[Pair]], spec: DecisionSpec,
@@ -61,4 +64,4 @@ def calibrate(aa_pairs: Mapping[str, Sequence[Pair]], spec: DecisionSpec,
     return Calibration(noise=dict(state.noise), pooled=state.pooled, pooled_df=len(used),
                        delta_effective=state.delta, quarantined=quarantined, message=message,
                        raw_noise=dict(state.raw),
-                       samples={s: tuple(v) for s, v in samples.items()})
+                       samples={s: tuple(v) for s, v in samples.items()}, regime=state.regime)

@@ -16,7 +16,12 @@ current estimate, never a frozen one:
 
 * δ is ``max(spec.delta, resolvable(pooled))``, the pooled noise being the same robust
   scale over the last :data:`WINDOW` samples of all slots in use; once a noisy spell is
-  over, δ falls back;
+  over, δ falls back; every change of δ that shows in its printed value is said, with its
+  old and new value and its reason (:func:`changes`);
+* on a machine disturbed throughout (:mod:`assay.stats.regime`: the quiet quarter's scale
+  and the whole spread of the latest samples disagree beyond what quiet noise allows) the
+  pooled noise, and so δ's floor, is the whole spread of the latest samples, not their
+  quiet core;
 * a slot is quarantined when its estimate is over :data:`QUARANTINE_RATIO` times the median
   of its peers (three slots or more); its estimate is released below :data:`RELEASE_RATIO`
   times (the gap keeps a slot near the limit from flapping while its blocks in flight come
@@ -45,6 +50,7 @@ from dataclasses import dataclass, field
 
 from ..config import DecisionSpec
 from ..model import Direction, Pair, Role, RunResult, RunStatus
+from .regime import Regime, classify, whole_scale
 
 WINDOW = 24  # samples per slot in the windowed estimate
 TRIM_K = 3.5  # samples beyond this many start scales are left out
@@ -63,7 +69,6 @@ QUARANTINE_RATIO = 3.0
 QUARANTINE_LIMITS = ((MIN_OWN, 10.0), (8, 5.0), (12, QUARANTINE_RATIO))
 RELEASE_RATIO = 2.0
 CALIBRATION_PAIRS = 12
-DELTA_CHANGE = 0.10  # a change of δ by more than this share is reported
 BLOCK_PRIOR_DF = 6  # samples the slot's estimate is worth in one block's scale
 
 
@@ -104,9 +109,9 @@ def aa_samples(pairs: Sequence[Pair], direction: Direction) -> list[float]:
     return [s for p in pairs if (s := sample(p.a, p.b)) is not None]
 
 
-def robust_scale(samples: Sequence[float]) -> float:
-    """The root mean square of the last :data:`WINDOW` samples, leaving out those beyond
-    :data:`TRIM_K` start scales; NaN if none.
+def robust_scale(samples: Sequence[float], window: int = WINDOW) -> float:
+    """The root mean square of the last ``window`` samples (:data:`WINDOW`), leaving out
+    those beyond :data:`TRIM_K` start scales; NaN if none.
 
     The samples have a true centre of zero, so the start scale is a low quantile of their
     sizes: the :data:`START_Q` quantile of ``|s|`` over its value for normal noise (0.319σ
@@ -131,7 +136,7 @@ def robust_scale(samples: Sequence[float]) -> float:
     twentieth of the truth for normal noise; held, about a sixth). The price: when half a
     short window is wild, the held start lets some of it in; from :data:`SMALL` samples on
     the start is the low quantile alone."""
-    tail = sorted(abs(s) for s in samples[-WINDOW:] if math.isfinite(s))
+    tail = sorted(abs(s) for s in samples[-window:] if math.isfinite(s))
     if not tail:
         return math.nan
     q = tail[min(len(tail) - 1, int(START_Q * len(tail)))]
@@ -201,6 +206,7 @@ class NoiseState:
     delta: float  # the effective band, as a fraction
     quarantined: Mapping[str, str] = field(default_factory=dict)  # slot -> reason
     raw: Mapping[str, float] = field(default_factory=dict)  # every slot's estimate
+    regime: Regime | None = None  # which noise the run is in (None: no sample yet)
 
     @property
     def pooled_df(self) -> int:
@@ -209,7 +215,8 @@ class NoiseState:
     def as_meta(self) -> dict[str, object]:
         return {"noise": dict(self.noise), "pooled": self.pooled, "delta": self.delta,
                 "quarantined": dict(self.quarantined), "samples": dict(self.samples),
-                "raw_noise": dict(self.raw)}
+                "raw_noise": dict(self.raw),
+                "regime": self.regime.as_meta() if self.regime is not None else None}
 
 
 def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
@@ -220,8 +227,19 @@ def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
     ``recent`` holds the latest samples of every slot in the order measured, as
     ``(slot, sample)``: where given, the pooled noise (and so δ) is the robust scale of the
     last :data:`WINDOW` of them on slots in use, so a slot that sits idle after a noisy
-    spell cannot hold δ up."""
+    spell cannot hold δ up.
+
+    The regime (:mod:`assay.stats.regime`) is judged on all of ``recent`` on slots in use
+    (every slot's samples where none are given); on a machine disturbed throughout the
+    pooled noise (what is reported, and what δ's floor follows) is the whole spread of the
+    latest samples rather than their quiet core. Each slot's own estimate stays its quiet
+    core's scale: it is the scale the rule's robust estimate weighs pairs by (a wider one
+    cost the 3% scenario of ``benchmarks/decisions.py`` about four runs a decision, 43.8 ->
+    47.5 at seed 1, 100 trials a cell, for no gain in keeps), and quarantine compares slots
+    with each other."""
     was = dict(was_quarantined or {})
+    pool = [v for _, v in recent] or [v for vs in samples.values() for v in vs]
+    regime = _regime(pool)
     raw = {s: robust_scale(v) for s, v in samples.items() if v}
     counts = window_counts(samples)
     quarantined: dict[str, str] = {}
@@ -238,13 +256,35 @@ def track(samples: Mapping[str, Sequence[float]], spec: DecisionSpec,
     pooled = (math.sqrt(math.fsum(v * v for v in used.values()) / len(used)) if used
               else math.nan)
     latest = [v for s, v in recent if s not in quarantined]
+    if quarantined and latest:
+        regime = _regime(latest)
     if len(latest) >= MIN_OWN:
-        pooled = robust_scale(latest)
+        pooled = scale_in(regime, latest)
     noise = {s: (v if counts[s] >= MIN_OWN or not math.isfinite(pooled) else pooled)
              for s, v in used.items()}
     delta = max(spec.delta, resolvable(pooled, spec))
     return NoiseState(noise=noise, pooled=pooled, samples=counts, delta=delta,
-                      quarantined=quarantined, raw=raw)
+                      quarantined=quarantined, raw=raw, regime=regime)
+
+
+def _regime(pool: Sequence[float]) -> Regime | None:
+    vals = [v for v in pool if math.isfinite(v)]
+    if not vals:
+        return None
+    spread = MAD_TO_SD * statistics.median(abs(v) for v in vals)
+    return classify(vals, robust_scale(vals, len(vals)), spread)
+
+
+def scale_in(regime: Regime | None, samples: Sequence[float]) -> float:
+    """The noise of ``samples`` (their last :data:`WINDOW`) in ``regime``: the robust
+    scale of their quiet core, or on a machine disturbed throughout their whole spread
+    within :data:`assay.stats.regime.FAR_K` core scales (the larger of theirs and the
+    machine's: a window's own core, from few samples, can be far too small)."""
+    core = robust_scale(samples)
+    if regime is None or not regime.disturbed:
+        return core
+    whole = whole_scale(samples[-WINDOW:], max(core, regime.reference))
+    return whole if math.isfinite(whole) else core
 
 
 def window_counts(samples: Mapping[str, Sequence[float]]) -> dict[str, int]:
@@ -263,16 +303,15 @@ def quarantine_limit(count: int) -> float:
 
 
 def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) -> list[str]:
-    """What changed between two states, in words (δ moves, quarantines and releases)."""
+    """What changed between two states, in words: every move of δ that shows in its printed
+    value (old and new, and why), a change of regime, quarantines and releases."""
     out: list[str] = []
     old_delta = before.delta if before is not None else spec.delta
-    if abs(after.delta - old_delta) > DELTA_CHANGE * old_delta:
-        if after.delta <= spec.delta:
-            why = f"pooled pair noise fell to {after.pooled:.2%}; back to the configured band"
-        else:
-            moved = "fell to" if after.delta < old_delta else "is now"
-            why = (f"pooled pair noise {moved} {after.pooled:.2%}: {spec.max_pairs} pairs "
-                   "resolve no finer band")
+    old_regime = before.regime.name if before is not None and before.regime else ""
+    if after.regime is not None and old_regime and after.regime.name != old_regime:
+        out.append(f"noise regime {old_regime} -> {after.regime.words()}")
+    if delta_moved(old_delta, after.delta):
+        why = delta_reason(old_delta, after, spec)
         out.append(f"δ {old_delta:.2%} -> {after.delta:.2%}: {why}")
     old_q = before.quarantined if before is not None else {}
     for s, why in sorted(after.quarantined.items()):
@@ -283,6 +322,22 @@ def changes(before: NoiseState | None, after: NoiseState, spec: DecisionSpec) ->
             sd = after.raw.get(s, math.nan)
             out.append(f"slot {s} released from quarantine: its pair noise is back to {sd:.2%}")
     return out
+
+
+def delta_moved(old: float, new: float) -> bool:
+    """Whether δ moved as printed (to a hundredth of a percent): every such move is said."""
+    return f"{old:.2%}" != f"{new:.2%}"
+
+
+def delta_reason(old: float, after: NoiseState, spec: DecisionSpec) -> str:
+    """Why δ moved from ``old`` to ``after.delta``, in words."""
+    regime = f" ({after.regime.name})" if after.regime is not None else ""
+    if after.delta <= spec.delta:
+        return (f"pooled pair noise fell to {after.pooled:.2%}{regime}; back to the configured "
+                "band")
+    moved = "fell to" if after.delta < old else "rose to"
+    return (f"pooled pair noise {moved} {after.pooled:.2%}{regime}: {spec.max_pairs} pairs "
+            f"resolve no finer band than {after.delta:.2%}")
 
 
 def describe(state: NoiseState, spec: DecisionSpec) -> str:
@@ -301,6 +356,8 @@ def describe(state: NoiseState, spec: DecisionSpec) -> str:
         else:
             parts.append(f"δ {state.delta:.2%} (the budget resolves "
                          f"{resolvable(state.pooled, spec):.2%})")
+    if state.regime is not None and math.isfinite(state.pooled):
+        parts.append(f"noise regime {state.regime.words()}")
     for s, why in sorted(state.quarantined.items()):
         parts.append(f"slot {s} quarantined: {why}")
     return "; ".join(parts)

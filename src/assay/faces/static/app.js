@@ -425,6 +425,14 @@
     traces.push({ x: d.x, y: d.y, mode: "lines", name: "δ per block (now " + pct(n.delta).replace("+", "") + ")",
                   line: { color: COLORS.kept, dash: "dash", width: 1.5, shape: "hv" },
                   hovertemplate: "δ %{y:.2%}<extra></extra>" });
+    // every change of δ, each with its old and new value and its reason
+    var st = (n.steps || []);
+    if (st.length) {
+      traces.push({ x: st.map(function (q) { return q.x; }), y: st.map(function (q) { return q.new; }),
+                    text: st.map(function (q) { return "δ " + pct(q.old).replace("+", "") + " → " + pct(q.new).replace("+", "") + " after " + q.block + ": " + String(q.why).replace(/[<>&]/g, " ").slice(0, 160); }),
+                    mode: "markers", name: "δ step (" + st.length + ")", hovertemplate: "%{text}<extra></extra>",
+                    marker: { symbol: "diamond", size: 8, color: COLORS.kept } });
+    }
     var qs = (n.quarantines || []);
     if (qs.length) {
       traces.push({ x: qs.map(function (q) { return q.x; }),
@@ -461,7 +469,7 @@
         el("div", { id: "progress-chart" })));
       document.getElementById("app").appendChild(el("section", { id: "noise-section" },
         el("h2", { text: "Noise over time" }),
-        el("p", { cls: "note", text: "Each slot's noise per block, from its incumbent runs (the sd of one pair's log-ratio they imply), against δ, the smallest effect a keep must clear, as the decision after each block used it (it rises with the measured noise). A red ✕ marks when a slot was quarantined; a quarantined slot's line is dotted." }),
+        el("p", { cls: "note", text: "Each slot's noise per block, from its incumbent runs (the sd of one pair's log-ratio they imply), against δ, the smallest effect a keep must clear, as the decision after each block used it (it rises with the measured noise); a diamond marks each change of δ, with its old and new value and its reason. A red ✕ marks when a slot was quarantined; a quarantined slot's line is dotted." }),
         el("div", { id: "noise-chart" })));
       document.getElementById("app").appendChild(el("h2", { id: "experiments-title", text: "Experiments" }));
     }
