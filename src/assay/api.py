@@ -370,7 +370,7 @@ def _unreproduced(journal: Journal, kept: Sequence[Experiment]) -> str:
     from . import verify as verify_mod
 
     v = verify_mod.current(journal)
-    return verify_mod.unreproduced(v.as_dict() if v else None, [e.id for e in kept])
+    return verify_mod.unreproduced(v.as_dict() if v else None, kept)
 
 
 def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:

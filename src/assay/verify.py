@@ -179,26 +179,46 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
 PER_KEEP = "per_keep"
 
 
-def unreproduced(v: Mapping[str, Any] | None, kept_ids: Sequence[str]) -> str:
+def chain_interval(kept: Sequence[Experiment]) -> tuple[float, float] | None:
+    """The kept effects' intervals compounded, ``prod(1 + lo) - 1`` to ``prod(1 + hi) - 1``:
+    where the keeps' own evidence puts the chain's total. None when a keep has no interval."""
+    lo = hi = 1.0
+    for e in kept:
+        d = e.decision
+        if d is None or d.lo is None or d.hi is None:
+            return None
+        lo, hi = lo * (1.0 + d.lo), hi * (1.0 + d.hi)
+    return (lo - 1.0, hi - 1.0) if kept else None
+
+
+def unreproduced(v: Mapping[str, Any] | None, kept: Sequence[Experiment]) -> str:
     """The warning said first when the paired verification ``v`` (of the present final
-    best) does not reproduce the keeps ``kept_ids``: its interval contains zero while changes
-    were kept, or excludes the kept effects compounded. '' when it reproduces them (or
-    there is no verification, or nothing was kept)."""
-    if not v or not kept_ids:
+    best) does not reproduce the keeps ``kept``: its interval contains zero while changes
+    were kept, or lies wholly apart from the keeps' own intervals compounded
+    (:func:`chain_interval`; the compounded point where a keep has no interval), so the two
+    measurements cannot both hold. '' when it reproduces them (or there is no verification,
+    or nothing was kept)."""
+    if not v or not kept:
         return ""
     effect, lo, hi, comp = v.get("effect"), v.get("lo"), v.get("hi"), v.get("compounded")
     if effect is None or lo is None or hi is None:
         return ""
+    chain = chain_interval(kept)
+    if chain is None and comp is not None:
+        chain = (comp, comp)
     if lo <= 0.0 <= hi:
         why = "contains zero"
-    elif comp is not None and not lo <= comp <= hi:
-        why = f"excludes the {comp:+.2%} the keeps compound to"
+    elif chain is not None and (hi < chain[0] or lo > chain[1]):
+        span = (f"{chain[0]:+.2%}" if chain[0] == chain[1] else
+                f"{comp:+.2%} [{chain[0]:+.2%}, {chain[1]:+.2%}]" if comp is not None else
+                f"[{chain[0]:+.2%}, {chain[1]:+.2%}]")
+        why = f"lies apart from the {span} the keeps compound to"
     else:
         return ""
+    ids = ", ".join(e.id for e in kept)
     return (f"the keeps are not reproduced: the final best measured against the baseline "
             f"gives {effect:+.2%} [{lo:+.2%}, {hi:+.2%}], whose interval {why}; kept: "
-            f"{', '.join(kept_ids)}; `assay verify --per-keep` measures each keep alone "
-            "against its parent")
+            f"{ids}; `assay verify --per-keep` measures each keep alone against its parent")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from assay.faces.terminal import RunPrinter
 from assay.finalize import command
 from assay.finalize.run import finalize
 from assay.loop import Summary
-from assay.model import Direction, ExperimentState
+from assay.model import Candidate, Decision, Direction, Experiment, ExperimentState, Verdict
 
 BENCH = """\
 import os
@@ -129,3 +129,31 @@ def test_the_run_summary_says_it_first(tmp_path: Path) -> None:
     lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
     assert lines[1].startswith("warning: the keeps are not reproduced"), lines
     assert "e0001" in lines[1] and "assay verify --per-keep" in lines[1]
+
+
+def _kept(eid: str, effect: float, lo: float, hi: float) -> Experiment:
+    return Experiment(id=eid, seq=int(eid[1:]), state=ExperimentState.KEPT,
+                      candidate=Candidate(base_commit="0" * 40), created_at=0.0, updated_at=0.0,
+                      decision=Decision(Verdict.KEEP, "kept", effect, lo, hi))
+
+
+@pytest.mark.parametrize(("lo", "hi", "flagged"), [
+    (1.0034, 1.0138, ""),  # beside the keep's own interval: the same total, measured again
+    (0.20, 0.40, "lies apart from the +100.05% [+97.00%, +103.00%] the keeps compound to"),
+    (-0.10, 0.50, "contains zero"),
+])
+def test_a_verification_is_set_against_the_keeps_intervals_not_their_point(
+        lo: float, hi: float, flagged: str) -> None:
+    kept = [_kept("e0001", 1.0005, 0.97, 1.03)]
+    v = {"effect": (lo + hi) / 2, "lo": lo, "hi": hi, "compounded": 1.0005}
+    words = verify.unreproduced(v, kept)
+    if flagged:
+        assert flagged in words and "e0001" in words and "--per-keep" in words, words
+    else:
+        assert words == "", words
+
+
+def test_the_keeps_intervals_compound() -> None:
+    kept = [_kept("e0001", 0.10, 0.05, 0.15), _kept("e0002", 0.20, 0.10, 0.30)]
+    lo, hi = verify.chain_interval(kept) or (None, None)
+    assert lo == pytest.approx(1.05 * 1.10 - 1) and hi == pytest.approx(1.15 * 1.30 - 1)

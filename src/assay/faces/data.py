@@ -363,7 +363,7 @@ def verification_data(target: Target, journal: Journal, kept: Sequence[Experimen
         pct(comp) + (f" ({r})" if (r := ratio_words(comp, m.direction, m.name, m.unit)) else ""),
         "words": paired_words(v.as_dict(), m.direction, m.name, m.unit) if v else "",
         "unreproduced": verify.unreproduced(
-            v.as_dict() if v and verify.current(journal) else None, [e.id for e in kept]),
+            v.as_dict() if v and verify.current(journal) else None, kept),
     }
     return out
 

@@ -304,7 +304,7 @@ class RunPrinter:
     def summary(self, s: Summary, metric: str, unit: str, direction: Direction) -> None:
         self.close()
         gain = improvement(s.baseline, s.best, direction)
-        doubt = unreproduced(s.verified, [e.id for e in s.kept])
+        doubt = unreproduced(s.verified, s.kept)
         if self.as_json:
             self._emit_json({
                 "type": "summary", "stopped": s.stopped or "done", "finished": s.finished,

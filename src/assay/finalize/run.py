@@ -173,8 +173,8 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
                             "`assay finalize` turns its kept commits into branches")
     base = branches.merge_base(root, "HEAD", final)
     checked = verify.current(journal)
-    doubt = verify.unreproduced(checked.as_dict() if checked else None, [
-        e.id for e in journal.experiments([ExperimentState.KEPT], patches=False)])
+    doubt = verify.unreproduced(checked.as_dict() if checked else None,
+                               journal.experiments([ExperimentState.KEPT], patches=False))
     if doubt:
         report(f"warning: {doubt}")
     changes = kept_changes(root, journal, base, final)
