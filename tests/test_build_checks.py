@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -118,7 +119,14 @@ ENV_BUILD = """\
 import os, pathlib, sys
 with open(sys.argv[1], "a") as fh:
     fh.write(f"{pathlib.Path.cwd()}|{os.environ.get('CCACHE_BASEDIR', '-')}|"
-             f"{os.environ.get('SCCACHE_BASEDIRS', '-')}\\n")
+             f"{os.environ.get('SCCACHE_BASEDIRS', '-')}|{os.environ.get('CCACHE_DIR', '-')}|"
+             f"{os.environ.get('SCCACHE_DIR', '-')}|{os.environ.get('RTCACHE', '-')}\\n")
+    cache = os.environ.get("RTCACHE")
+    if cache:  # what a build left in its cache before, then its own entry
+        seen = sorted(p.name for p in pathlib.Path(cache).iterdir())
+        with open(sys.argv[1] + ".seen", "a") as fh:
+            fh.write(f"{pathlib.Path.cwd().name}|{','.join(seen)}\\n")
+        (pathlib.Path(cache) / f"{pathlib.Path.cwd().name}-{len(seen)}").write_text("")
 """
 
 
@@ -143,10 +151,13 @@ def _path_without(folder: Path, *names: str) -> str:
 def test_compiler_caches_point_at_the_slots_tree(
         tiny_target: TinyFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         tools: bool) -> None:
-    root = tiny_target(work=300_000, budget=1, pairs=2, extra=QUEUE,
+    root = tiny_target(work=300_000, budget=2, pairs=2, extra=QUEUE,
                        files={"build.py": ENV_BUILD})
+    config = root / "assay.toml"
+    config.write_text(config.read_text().replace("[run]\n", '[run]\ncompile_cache = ["RTCACHE"]\n'))
     _commands(root, build=f"{sys.executable} build.py {tmp_path / 'env.log'}")
-    _queue(root, {"1.patch": ("a tenth of the work", patch_work(root, 30_000))})
+    _queue(root, {"1.patch": ("twice the work", patch_work(root, 600_000)),
+                  "2.patch": ("a tenth of the work", patch_work(root, 30_000))})
     if tools:
         fake = tmp_path / "bin"
         fake.mkdir()
@@ -158,15 +169,27 @@ def test_compiler_caches_point_at_the_slots_tree(
         monkeypatch.setenv("PATH", _path_without(tmp_path / "path", "ccache", "sccache"))
     monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
     monkeypatch.delenv("SCCACHE_BASEDIRS", raising=False)
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "users-ccache"))  # the user's own
     api.run(root, proposer="queue")
     lines = [ln.split("|") for ln in (tmp_path / "env.log").read_text().splitlines()]
-    assert {Path(cwd).name for cwd, _, _ in lines} == {"s0-a", "s0-b"}, lines
-    for cwd, ccache, sccache in lines:
-        if tools:  # each slot tree is its own base: hits are shared across trees
-            assert Path(ccache).resolve() == Path(cwd).resolve(), lines
-            assert Path(sccache).resolve() == Path(cwd).resolve(), lines
-        else:
-            assert (ccache, sccache) == ("-", "-"), lines
+    assert {Path(cwd).name for cwd, *_ in lines} == {"s0-a", "s0-b"}, lines
+    caches = root / ".assay" / "cache" / "s0"
+    for cwd, ccache, sccache, ccache_dir, sccache_dir, own in lines:
+        tree = Path(cwd).name  # each tree is its own base and has its own cache folders
+        assert Path(own) == caches / tree / "rtcache", lines
+        for tool, base, folder in (("ccache", ccache, ccache_dir),
+                                   ("sccache", sccache, sccache_dir)):
+            if tools or shutil.which(tool):  # without the fake, the machine's own if any
+                assert Path(base).resolve() == Path(cwd).resolve(), lines
+                assert Path(folder) == caches / tree / tool, lines
+            else:
+                assert (base, folder) == ("-", "-"), lines
+    # a tree's cache persists across its own builds (the second candidate's build finds
+    # the first's entry) and never holds what the other tree's builds wrote
+    seen = [ln.split("|") for ln in (tmp_path / "env.log.seen").read_text().splitlines()]
+    assert [entries for tree, entries in seen if tree == "s0-b"] == ["", "s0-b-0"], seen
+    for tree, entries in seen:
+        assert all(e.startswith(f"{tree}-") for e in entries.split(",") if e), seen
 
 
 def test_finalize_builds_with_the_compiler_cache_pointed_at_its_tree(

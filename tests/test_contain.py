@@ -84,6 +84,19 @@ def test_a_sweep_without_a_sandbox_warns_once(
     assert all(e["meta"]["unconfined"] for e in api.log(root))  # they ran unconfined too
 
 
+def test_the_unconfined_warning_is_printed_with_one_prefix(
+        tiny_target: TinyFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tiny_target(budget=1, pairs=2)
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")
+    r = CliRunner().invoke(app, ["run", "--root", str(root), "--proposer", "sweep"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.output.splitlines() if "run unconfined" in ln]
+    assert len(lines) == 1, r.output
+    assert lines[0].strip().startswith("warning: commands from the trees run unconfined"), \
+        lines
+    assert "warning: warning" not in r.output
+
+
 def test_the_sandboxed_agent_cannot_touch_the_users_checkout(
         tiny_target: TinyFactory, tmp_path: Path) -> None:
     root = _agent_target(tiny_target, tmp_path)

@@ -321,3 +321,31 @@ def test_the_sandbox_works_for_an_unprivileged_user(shared_dir: Path) -> None:
     assert not (other / "planted.txt").exists()
     assert r.stdout.strip().splitlines()[-1] == "assaytest"
     assert shutil.which("bwrap") is not None
+
+
+@pytest.mark.root
+def test_a_path_entry_the_user_cannot_enter_is_left_out(shared_dir: Path) -> None:
+    # runuser keeps the caller's PATH: root's own folders (mode 0700) are in it, and
+    # asking whether they are folders is refused to the user
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create the user assaytest (useradd) and run as it")
+    sbin = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"
+    useradd, runuser = shutil.which("useradd", path=sbin), shutil.which("runuser", path=sbin)
+    assert useradd and runuser, "useradd and runuser (Debian's passwd and util-linux)"
+    subprocess.run([useradd, "-m", "assaytest"], capture_output=True, check=False)
+    private = shared_dir / "private"
+    (private / "tools" / "bin").mkdir(parents=True)
+    private.chmod(0o700)
+    shared_dir.chmod(0o755)
+    shutil.copy(sandbox.__file__, shared_dir / "sandbox.py")
+    (shared_dir / "sandbox.py").chmod(0o644)
+    path = f"{private / 'tools' / 'bin'}:/usr/bin:/bin"
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import sandbox; "
+              "print(*sandbox.interpreter_paths({'PATH': sys.argv[2]}))")
+    r = subprocess.run([runuser, "-u", "assaytest", "--", "/usr/bin/python3", "-I", "-c",
+                        script, str(shared_dir), path],
+                       cwd=shared_dir, env={"PATH": path}, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = r.stdout.split()
+    assert "/usr" in shown and str(private / "tools") not in shown, r.stdout

@@ -146,13 +146,13 @@ def test_materialize_applies_patch_and_params(tiny_target: TinyFactory) -> None:
 def test_a_rewritten_parameter_never_runs_stale_bytecode(tiny_target: TinyFactory) -> None:
     # WORK = 777, 778, 779: the same size, and here the same modification second too, which
     # is all Python checks before it trusts a .pyc: each must still import its own value,
-    # while the standard library's bytecode, compiled once, stays in the shared folder
+    # while the standard library's bytecode, compiled once, stays in the tree's folder
     root = tiny_target()
     ws = _ws(root)
     head = ws.head()
     tree = ws.tree("s0-b")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(ws.bytecode_env())
+    env.update(ws.bytecode_env(tree))
     seen = []
     for value in (777, 778, 779):
         ws.materialize(tree, head, "", {"WORK": value})
@@ -161,12 +161,12 @@ def test_a_rewritten_parameter_never_runs_stale_bytecode(tiny_target: TinyFactor
                              cwd=tree, env=env, capture_output=True, text=True, check=True)
         seen.append(int(out.stdout))
         if value == 777:
-            library = sorted(ws.bytecode_dir.rglob("json/__init__.*.pyc"))
+            library = sorted(ws.bytecode_dir(tree).rglob("json/__init__.*.pyc"))
             assert len(library) == 1
             first = library[0].stat().st_mtime_ns
     assert seen == [777, 778, 779]
     assert library[0].stat().st_mtime_ns == first  # not compiled again
-    assert sorted(ws.bytecode_dir.rglob("work.*.pyc"))  # the tree's own, the last one
+    assert sorted(ws.bytecode_dir(tree).rglob("work.*.pyc"))  # the tree's own, the last one
 
 
 def test_non_applying_patch_is_an_error(tiny_target: TinyFactory) -> None:

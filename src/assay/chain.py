@@ -162,8 +162,9 @@ def measure(target: Target, journal: Journal, rounds: int,
     for i, link in enumerate(chain):
         tree = ws.tree(f"chain-{i}")
         ws.materialize(tree, link.commit, "", link.params)
-        env = slot_env(target, slot, {**ws.bytecode_env(), **cache_env(tree),
-                                      **split_params(link.params, target.params)[0]})
+        env = slot_env(target, slot, tree, {**ws.bytecode_env(tree),
+                                            **cache_env(target, slot.name, tree),
+                                            **split_params(link.params, target.params)[0]})
         step = _prep(target.build, tree, env, logs, f"build-{i}", target, None)
         if step.why:
             raise AssayError(f"measuring the chain of keeps: {link.label} "

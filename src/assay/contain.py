@@ -2,7 +2,9 @@
 
 :func:`spec_for` gives the :class:`assay.sandbox.Spec` of a command run in a tree (a
 slot's, the chain's, finalize's, the agent's private checkout): the tree writable, the
-compiler caches and the bytecode folder its environment names writable, and hidden: the
+compiler caches and the bytecode folder its environment names writable (each the tree's
+own: :func:`assay.worker.tree_cache`, :meth:`assay.workspace.Workspace.bytecode_dir`), and
+hidden: the
 target's state folder (journal, logs, process records, the other slots' trees), the user's
 checkout, the repository's git folder, and the holdout files (except for the holdout
 command itself). ``None`` when the machine has no sandbox (:func:`assay.sandbox.probe`):
@@ -96,7 +98,7 @@ def spec_for(target: Target, tree: Path, env: Mapping[str, str], *, holdout: boo
 @dataclass(frozen=True)
 class Gate:
     """How a run's processes are confined: ``sandbox`` (the tool) or unconfined, and the
-    one warning to print ('' for none)."""
+    one warning to print ('' for none; the face that prints it adds ``warning:``)."""
 
     sandbox: str
     warning: str = ""
@@ -118,6 +120,6 @@ def gate(proposer: str, unconfined: bool) -> Gate:
             f"machine cannot run them in a sandbox: {found.why}. Enable the sandbox, or "
             "pass --unconfined to run them with your full rights (every experiment is then "
             "marked unconfined)", key="run")
-    return Gate("", f"warning: commands from the trees run unconfined (no sandbox: "
+    return Gate("", f"commands from the trees run unconfined (no sandbox: "
                     f"{found.why}); they can write anywhere you can"
                     + (" (--unconfined)" if unconfined else ""))

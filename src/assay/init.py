@@ -345,11 +345,11 @@ def detect(root: Path) -> InitPlan:
         if shutil.which("ccache"):
             launcher = (" -DCMAKE_C_COMPILER_LAUNCHER=ccache"
                         " -DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
-            found.append("ccache is installed: builds use it (assay points CCACHE_BASEDIR at "
-                         "each slot's tree, so slots share hits)")
+            found.append("ccache is installed: builds use it (each tree has its own cache, "
+                         "so a rebuild there stays incremental)")
         else:
-            notes.append("install ccache: each slot's tree then reuses the others' "
-                         "compilations (assay sets CCACHE_BASEDIR)")
+            notes.append("install ccache: each tree's rebuilds then reuse its own earlier "
+                         "compilations (assay gives each tree its own CCACHE_DIR)")
         build = (f"cmake -S . -B build -DCMAKE_BUILD_TYPE=Release{launcher} && "
                  f"cmake --build build -j {jobs}")
         checks = plan.checks

@@ -1,11 +1,12 @@
 """Run a command from a candidate's or incumbent's tree inside a bubblewrap sandbox.
 
 A :class:`Spec` says, once and frozen, what one run may touch: its own tree (writable,
-build outputs included), a few more writable folders (the slot's compiler caches), what
-is hidden (covered by an empty folder or an empty file) and whether the network is
-reachable. :func:`argv` turns a shell command and a spec into the argv that runs it
-under ``bwrap`` (Debian's and most distributions' ``bubblewrap`` package:
-``apt-get install bubblewrap``); :func:`probe` says whether this machine can run it.
+build outputs included), a few more writable folders (the tree's own compiler caches and
+bytecode folder), what is hidden (covered by an empty folder or an empty file) and
+whether the network is reachable. :func:`argv` turns a shell command and a spec into the
+argv that runs it under ``bwrap`` (Debian's and most distributions' ``bubblewrap``
+package: ``apt-get install bubblewrap``); :func:`probe` says whether this machine can run
+it.
 
 What it protects against, for every process of the run:
 
@@ -30,11 +31,11 @@ What it protects against, for every process of the run:
   injection).
 
 What it does NOT protect against: reading files outside the hidden paths (the rest of the
-file system is readable: choose what to hide); a writable folder the spec shares between
-both sides of a slot (the compiler caches: a poisoned ccache entry reaches the other side's
-build); using the CPU, memory or disk bandwidth while the other side runs (see ``[limits]``
-for memory and CPU time); kernel exploits. The environment is what the caller passes (see
-:func:`assay.process.scrubbed_env`).
+file system is readable: choose what to hide); using the CPU, memory or disk bandwidth
+while the other side runs (see ``[limits]`` for memory and CPU time); a candidate's
+writes to its tree's own caches reaching a later candidate measured in the same tree
+(never the incumbent nor another slot); kernel exploits. The environment is what the
+caller passes (see :func:`assay.process.scrubbed_env`).
 
 ``ASSAY_SANDBOX`` selects it: unset or ``auto`` (bwrap where it works), ``bwrap`` (an
 error where it does not), or ``off`` (behave as a machine without a sandbox: tests and
@@ -132,7 +133,17 @@ def interpreter_paths(env: Mapping[str, str]) -> tuple[Path, ...]:
             p = Path(entry)
             out.append(p.parent if p.name == "bin" and p.parent != Path("/") else p)
     out += [Path(sys.prefix), Path(sys.base_prefix)]
-    return tuple(dict.fromkeys(p for p in out if p.is_dir()))
+    return tuple(dict.fromkeys(p for p in out if _is_folder(p)))
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder this user can see: a ``PATH`` entry inherited from
+    another user whose home this one cannot enter (a ``PATH`` kept by ``runuser``) is not
+    one, and no error."""
+    try:
+        return path.is_dir()
+    except PermissionError:
+        return False
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -5,8 +5,9 @@ its ``order`` (e.g. ``ABBA``). Build once, measure many: each tree stays at what
 across blocks (the candidate's tree at the candidate, the incumbent's at the incumbent), so
 a candidate measured in five blocks is patched and built once; a tree is materialized and
 built again only when what it should hold changes, or when its content no longer matches
-(a run edited a tracked file). Build folders and compiler caches stay warm per slot
-(``CCACHE_BASEDIR`` / ``SCCACHE_BASEDIRS`` point at the slot's tree when those tools exist).
+(a run edited a tracked file). Build folders and compiler caches stay warm per tree
+(each tree is its own ccache/sccache base and has its own cache folders, which only its
+commands write and read: :func:`tree_cache`).
 
 Before the candidate's first block its checks run once (see :mod:`assay.checks`), then the
 ``compare`` command, whose output must agree with the incumbent's. A candidate that fails
@@ -20,12 +21,9 @@ incumbent run that crashes or times out ends the block at once.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import os
 import shutil
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,52 +67,46 @@ def incumbent_key(inc: Incumbent) -> str:
     return f"{inc.commit}:{sorted(inc.params.items())}"
 
 
-def cache_env(tree: Path) -> dict[str, str]:
-    """Compiler-cache settings for a build in ``tree`` (hits across slot trees).
-
-    The cache folder is named even when the user set none (ccache's own setting), so
-    that a sandboxed build, whose ``$HOME`` is private, writes the user's cache."""
+def cache_env(target: Target, slot: str, tree: Path) -> dict[str, str]:
+    """Compiler-cache settings for a build in ``tree``: the tree is its own base, and each
+    cache folder (ccache's, sccache's) is the tree's own (:func:`tree_cache`), named even
+    when the user set one, so nothing the other side of the slot writes there is read."""
     env: dict[str, str] = {}
     if shutil.which("ccache"):
         env["CCACHE_BASEDIR"] = str(tree)
         env["CCACHE_NOHASHDIR"] = "true"
-        if not os.environ.get("CCACHE_DIR") and ccache_dir():
-            env["CCACHE_DIR"] = ccache_dir()
+        env["CCACHE_DIR"] = str(tree_cache(target, slot, tree) / "ccache")
     if shutil.which("sccache"):
         env["SCCACHE_BASEDIRS"] = str(tree)
-    for name in ("CCACHE_DIR", "SCCACHE_DIR"):
-        if os.environ.get(name):
-            env[name] = os.environ[name]
+        env["SCCACHE_DIR"] = str(tree_cache(target, slot, tree) / "sccache")
     return env
 
 
-@functools.cache
-def ccache_dir() -> str:
-    """ccache's configured cache folder ('' when it does not say)."""
-    try:
-        r = subprocess.run(["ccache", "-k", "cache_dir"], capture_output=True, text=True,
-                           timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    out = r.stdout.strip()
-    return out if r.returncode == 0 and os.path.isabs(out) else ""
-
-
-def slot_env(target: Target, slot: Slot, extra: Mapping[str, str]) -> dict[str, str]:
+def slot_env(target: Target, slot: Slot, tree: Path, extra: Mapping[str, str]
+             ) -> dict[str, str]:
+    """The environment of a command run in ``tree`` on ``slot``: the scrubbed one, the
+    slot's, ``extra``, and each ``[run] compile_cache`` variable naming the tree's own
+    folder (:func:`tree_cache`)."""
     env = process.scrubbed_env(target.env, {**dict(slot.env), **extra})
     if slot.gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in slot.gpus)
     env["ASSAY_SLOT"] = slot.name
     for var in target.run.compile_cache:
-        folder = cache_dir(target, slot.name) / var.lower()
+        folder = tree_cache(target, slot.name, tree) / var.lower()
         folder.mkdir(parents=True, exist_ok=True)
         env[var] = str(folder)
     return env
 
 
 def cache_dir(target: Target, slot: str) -> Path:
-    """The slot's compile caches and the markers of the trees already warmed."""
+    """The slot's compile caches (a folder per tree) and the markers of the trees warmed."""
     return target.state_dir / "cache" / slot
+
+
+def tree_cache(target: Target, slot: str, tree: Path) -> Path:
+    """The compile caches of one tree of ``slot``: written and read only by the commands
+    run in that tree, kept across its runs (a rebuild there stays incremental)."""
+    return cache_dir(target, slot) / tree.name
 
 
 def _warm(target: Target, slot: Slot, cwd: Path, key: str, env: Mapping[str, str],
@@ -287,7 +279,8 @@ def check_incumbent(target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
         return f"the incumbent {inc.commit[:12]} cannot be checked out: {exc}"
     if not warm:
         trees.a_state, trees.a_print = "", fp
-    env = slot_env(target, slot, {**ws.bytecode_env(), **cache_env(trees.a),
+    env = slot_env(target, slot, trees.a, {**ws.bytecode_env(trees.a),
+                                           **cache_env(target, slot.name, trees.a),
                                   **split_params(inc.params, target.params)[0]})
     if trees.a_state != key:
         step = _prep(target.build, trees.a, env, logs, "build", target, cancel)
@@ -353,8 +346,10 @@ def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
 def sweep(ws: Workspace, trees: SlotTrees) -> None:
     """Undo what changed in an idle slot's trees since its last block left them (a
     candidate of another slot that wrote there, caught and blamed by its own slot): each
-    changed tree is scrubbed and checked out again, and built anew by its next block."""
+    changed tree is scrubbed and checked out again, and built anew by its next block. What
+    a run planted in a tree's bytecode folder for another tree is dropped from each."""
     for tree in (trees.a, trees.b):
+        ws.drop_foreign_bytecode(tree)
         known = trees.prints.get(tree)
         if known is None:  # no block left a print: bytecode there was never checked
             ws.forget_bytecode(tree)
@@ -458,13 +453,13 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
             trees.a_print = ""
         return fail("tampered", why)
 
-    # One bytecode folder for the installed packages and every tree; a tree's own
-    # bytecode is dropped whenever it is materialized (Workspace.forget_bytecode)
-    a_env = {**ws.bytecode_env(), **cache_env(trees.a), **a_env}
+    # A bytecode folder and compile caches per tree; a tree's own bytecode is dropped
+    # whenever it is materialized (Workspace.forget_bytecode)
+    a_env = {**ws.bytecode_env(trees.a), **cache_env(target, slot.name, trees.a), **a_env}
     b_tree = trees.b if cand is not None else trees.a
-    b_env = {**ws.bytecode_env(), **cache_env(b_tree), **b_env}
-    env_a = slot_env(target, slot, a_env)
-    env_b = slot_env(target, slot, b_env)
+    b_env = {**ws.bytecode_env(b_tree), **cache_env(target, slot.name, b_tree), **b_env}
+    env_a = slot_env(target, slot, trees.a, a_env)
+    env_b = slot_env(target, slot, b_tree, b_env)
     protected = [*list(target.protected), "assay.toml"]
     base_hash = hash_paths(trees.a, protected)
     last_hash: dict[Path, dict[str, str]] = {trees.a: base_hash}

@@ -417,26 +417,49 @@ class Workspace:
         diff = git(["diff", "HEAD", "--binary"], path, check=False)
         return hashlib.sha256(f"{head}\n{diff}".encode()).hexdigest()[:24]
 
-    @property
-    def bytecode_dir(self) -> Path:
-        """Where benchmark processes keep Python bytecode (``PYTHONPYCACHEPREFIX``): one
-        folder for every tree and the installed packages, which mirror their absolute
-        paths in it, so the packages compile once, not once per candidate."""
-        return self.target.state_dir / "pycache"
+    def bytecode_dir(self, tree: Path) -> Path:
+        """Where the commands run in ``tree`` keep Python bytecode (``PYTHONPYCACHEPREFIX``):
+        a folder per tree, for the tree's own files and the installed packages (which mirror
+        their absolute paths in it). Only that tree's commands write and read it, so
+        nothing one side of a slot compiles is ever loaded by the other side or another
+        slot; it persists across the tree's runs, so the packages compile once per tree."""
+        return self.target.state_dir / "pycache" / tree.name
 
-    def bytecode_env(self) -> dict[str, str]:
-        return {"PYTHONPYCACHEPREFIX": str(self.bytecode_dir)}
+    def bytecode_env(self, tree: Path) -> dict[str, str]:
+        return {"PYTHONPYCACHEPREFIX": str(self.bytecode_dir(tree))}
 
     def bytecode_of(self, path: Path) -> Path:
-        """The folder of :attr:`bytecode_dir` that holds the bytecode of ``path``'s files."""
+        """The folder of :meth:`bytecode_dir` that holds the bytecode of ``path``'s files."""
         full = path.resolve()
-        return self.bytecode_dir / full.relative_to(full.anchor)
+        return self.bytecode_dir(path) / full.relative_to(full.anchor)
 
     def forget_bytecode(self, path: Path) -> None:
         """Drop the bytecode of ``path``'s own files. A .pyc is trusted when its source has
         the same size and modification second, which a rewritten parameter (``K = 12``
         then ``K = 13``) can match; a tree's files compile afresh after every change."""
         shutil.rmtree(self.bytecode_of(path), ignore_errors=True)
+        self.drop_foreign_bytecode(path)
+
+    def drop_foreign_bytecode(self, tree: Path) -> None:
+        """Drop from ``tree``'s bytecode folder what mirrors the state folder's files other
+        than the tree's own (another tree's ``work.py``): the tree's commands cannot see
+        them, so no such file is anything they compiled, only what a run planted, which
+        no interpreter loads and none is left to look as if one might."""
+        own = self.bytecode_of(tree)
+        state = self.target.state_dir.resolve()
+        top = self.bytecode_dir(tree) / state.relative_to(state.anchor)
+        for dirpath, dirnames, filenames in os.walk(top):
+            folder = Path(dirpath)
+            if folder == own:
+                dirnames[:] = []
+                continue
+            for name in filenames:
+                (folder / name).unlink(missing_ok=True)
+            for name in list(dirnames):
+                sub = folder / name
+                if sub != own and sub not in own.parents:
+                    shutil.rmtree(sub, ignore_errors=True)
+                    dirnames.remove(name)
 
     def materialize(self, path: Path, commit: str, patch: str,
                     params: Mapping[str, ParamValue]) -> dict[str, str]:

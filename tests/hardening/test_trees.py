@@ -132,10 +132,12 @@ def test_hooks_of_the_users_repository_are_guarded(tmp_path: Path) -> None:
     assert not hook.exists()  # a hook planted during the block never runs
 
 
-def test_bytecode_written_for_the_incumbent_is_tampering(tmp_path: Path) -> None:
+def test_bytecode_written_for_the_incumbent_never_reaches_it(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, counted=True)
     one_slot(repo)
-    # bytecode beside the incumbent's: Python would load it instead of compiling work.py
+    # bytecode for the incumbent's work.py where the candidate's own interpreter would keep
+    # it: each tree has its own bytecode folder, so the incumbent never looks there, and
+    # nothing planted for another tree is left
     e = run_one(repo, top_patch(
         "import glob as _g, os as _o, sys as _s",
         "for _d in _g.glob(_o.path.abspath('../*-a')):",
@@ -143,8 +145,11 @@ def test_bytecode_written_for_the_incumbent_is_tampering(tmp_path: Path) -> None
         "    _o.makedirs(_p, exist_ok=True)",
         "    open(_p + '/work.cpython-%d%d.pyc' % _s.version_info[:2], 'wb').write(b'x')"),
         "plant bytecode")
-    assert e["state"] == "invalid" and e["note"].startswith("tampered:"), e
-    assert "pycache" in e["note"] and "work.cpython" in e["note"], e["note"]
+    assert e["state"] != "kept", e
+    folder = repo.root / ".assay" / "pycache"
+    assert sorted(p.name for p in folder.iterdir()) == ["s0-a", "s0-b"]
+    planted = [p for p in folder.rglob("work.cpython-*.pyc") if p.read_bytes() == b"x"]
+    assert not planted, planted
     incumbent_tree_is_clean(repo)
 
 
