@@ -111,9 +111,11 @@ class _Checker:
             for c in g.changes:
                 params.update(measure.env_params(self.target, c.params))
         env_vars = split_params(params, self.target.params)[0]
-        # the slots' build settings: the compiler cache hits what their builds compiled
-        env = process.scrubbed_env(self.target.env, {**self.ws.bytecode_env(),
-                                                     **cache_env(path), **env_vars})
+        # built as a slot's tree is: its own base and its own caches, warm across the groups
+        # built in this tree (no cache a candidate's run wrote is read here)
+        env = process.scrubbed_env(self.target.env, {**self.ws.bytecode_env(path),
+                                                     **cache_env(self.target, "finalize", path),
+                                                     **env_vars})
         logs = self.logs / tree[:12]
         why = ""
         # With [[platforms]]: on each local platform, with its environment (a remote
