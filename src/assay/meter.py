@@ -103,7 +103,8 @@ class Meter:
             rid = self._record(u, call) if self._record is not None else None
             if self.caps.usd and u.cost_usd is None and not self.reached:
                 what = ("has no price in the price table (add [prices.\"" + u.model + "\"] "
-                        "to assay.toml)" if u.known else "reported no usage and no cost")
+                        "to assay.toml)" if u.known
+                        else "is of unknown usage and reported no cost")
                 self.reached = (f"a dollar cap is set, but a call of model {u.model or '?'} "
                                 f"{what}: the spend can no longer be counted; spent "
                                 f"{self.run.words()}")

@@ -13,8 +13,10 @@ from proposer_helpers import (
     APP,
     BENCH,
     applies,
+    calls_of,
     config_text,
     context_of,
+    journaled,
     make_repo,
     sh,
     target_of,
@@ -193,7 +195,7 @@ p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
 print(json.dumps({"type": "result", "result": "Done.\nHYPOTHESIS: tighter arithmetic",
                   "total_cost_usd": 0.042,
                   "usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
-                            "output_tokens": 7}}))
+                            "cache_creation_input_tokens": 0, "output_tokens": 7}}))
 '''
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
     [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
@@ -288,9 +290,31 @@ print("edited src/app.py")
     assert cand.meta["cost_usd"] is None and cand.meta["priced"] is False
     assert meter.session.unknown == 1 and meter.session.calls == 1
     # with a dollar cap, a run whose spend cannot be counted stops the next call
-    assert "reported no usage and no cost" in meter.reached
+    assert "is of unknown usage and reported no cost" in meter.reached
     with pytest.raises(CapReached, match="can no longer be counted"):
         AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
+
+
+def test_a_count_the_cli_leaves_out_is_unknown_not_zero(tmp_path: Path) -> None:
+    # a result whose usage names no output_tokens: the output is unknown, and a total over
+    # it says so
+    body = r'''
+import json, pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print(json.dumps({"type": "result", "result": "HYPOTHESIS: fewer spaces",
+                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
+                            "cache_creation_input_tokens": 0}}))
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body), 'model = "gpt-5"\n'))
+    journal, meter = journaled(target)
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    spent, [call] = calls_of(journal, cand)
+    assert (call.tokens_in, call.tokens_out, call.cost_usd) == (15, None, None)
+    assert journal.conn.execute("SELECT tokens_out FROM model_calls").fetchone()[0] is None
+    assert (spent.calls, spent.unknown, spent.unpriced) == (1, 1, 0)
+    assert spent.words().endswith("; 1 call of unknown usage, not fully counted")
 
 
 def test_an_agent_is_not_started_once_a_cap_is_spent(tmp_path: Path) -> None:
