@@ -373,6 +373,8 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         # the model calls that made it: tokens by kind, dollars (None: price unknown)
         out["model_calls"] = [dataclasses.asdict(u)
                               for u in journal.model_calls(experiment_id=exp_id)]
+        spent = journal.spent_by_experiment([exp_id]).get(exp_id)
+        out["spent_words"] = spent.words() if spent is not None else ""
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)
