@@ -151,6 +151,36 @@ def test_the_llm_reviewer_reads_diff_uses_notes_and_checklist(tmp_path: Path) ->
     assert (spent.calls, spent.tokens, spent.unpriced) == (2, 2400, 2)
 
 
+def test_a_review_that_could_pass_a_cap_is_skipped_and_said_so(tmp_path: Path) -> None:
+    # a priced reviewer model and a dollar cap below one review's worst case: no review is
+    # sent, finalize says which cap and what was spent, and the groups go on unreviewed
+    answer = {"findings": [{"file": "kernel.py", "line": REPORT_LINE, "severity": "blocking",
+                            "message": "report() still reads SCRATCH"}]}
+    with LLMServer(default=json.dumps(answer)) as server:
+        extra = (f'\n[finalize.review]\nreviewer = "llm"\n\n[proposer.llm]\n'
+                 f'provider = "openai"\nmodel = "gpt-4.1"\nbase_url = "{server.url}/v1"\n'
+                 'api_key_env = ""\n')
+        root = hazard_run(tmp_path, extra)
+        cfg = root / "assay.toml"
+        cfg.write_text(cfg.read_text().replace("[run]\n", "[run]\nmax_usd = 0.01\n", 1))
+        said: list[str] = []
+        res = fin.finalize(root, measure_groups=False, report=said.append)
+        sent = list(server.requests)
+    assert sent == []  # the cap is checked before each call
+    skips = [m for m in said if " skipped: " in m]
+    assert len(skips) == 2, said
+    assert skips[0].startswith("review of ")
+    assert "the cap [run] max_usd = $0.01 is reached" in skips[0]
+    assert "$0.0000 on 0 model calls (0 tokens) are spent" in skips[0]
+    fused = res.outcomes[0]
+    assert fused.review.skipped and fused.review.findings == [] and fused.finalized
+    text = (res.folder / fused.group.slug / "PR.md").read_text()
+    assert "- review by `llm`: skipped, not made: the cap [run] max_usd = $0.01" in text
+    messages = [e.message for e in _events(root, "review")]
+    assert len(messages) == 2 and messages[0].startswith(
+        f"review of {fused.group.slug} skipped: the cap [run] max_usd")
+
+
 def test_a_failure_rolls_back_every_branch_and_leaves_the_tree(tmp_path: Path) -> None:
     with LLMServer(default="I looked and it seems fine to me.") as server:
         extra = (f'\n[finalize.review]\nreviewer = "llm"\n\n[proposer.llm]\n'
