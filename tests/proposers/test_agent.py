@@ -318,7 +318,7 @@ print(json.dumps({"type": "result", "result": "HYPOTHESIS: fewer spaces",
                             "cache_creation_input_tokens": 0}}))
 '''
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body), 'model = "gpt-5"\n'))
-    journal, meter = journaled(target)
+    journal, meter = journaled(target, Caps(max_tokens=1_000_000))
     [cand] = AgentProposer.from_target(target).propose(
         context_of(target, commit, meter=meter), 1)
     spent, [call] = calls_of(journal, cand)
@@ -326,6 +326,11 @@ print(json.dumps({"type": "result", "result": "HYPOTHESIS: fewer spaces",
     assert journal.conn.execute("SELECT tokens_out FROM model_calls").fetchone()[0] is None
     assert (spent.calls, spent.unknown, spent.unpriced) == (1, 1, 0)
     assert spent.words().endswith("; 1 call of unknown usage, not fully counted")
+    # with a token cap, a run whose tokens cannot be counted stops the next call
+    assert meter.reached.startswith("a token cap is set, but a call of model gpt-5 is of "
+                                    "unknown usage")
+    with pytest.raises(CapReached, match="tokens can no longer be counted"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
 
 
 def test_an_agent_is_not_started_once_a_cap_is_spent(tmp_path: Path) -> None:
