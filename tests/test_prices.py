@@ -74,10 +74,11 @@ def test_bad_price_overrides_name_the_key_and_line(tmp_path: Path, table: str,
 
 def test_spent_adds_calls_and_names_what_has_no_price() -> None:
     s = Spent.of([Usage("a", 100, 10, cost_usd=0.5, priced_by="table"),
-                  Usage("b", 200, 20), Usage("c", None, None)])
-    assert (s.calls, s.usd, s.tokens, s.unpriced, s.unknown) == (3, 0.5, 330, 1, 1)
-    assert s.words() == ("$0.5000 on 3 model calls (330 tokens); 1 with price unknown, "
-                         "1 reporting no usage, not counted in the dollars")
+                  Usage("b", 200, 20), Usage("c", None, None), Usage("d", 40, None)])
+    assert (s.calls, s.usd, s.tokens, s.unpriced, s.unknown) == (4, 0.5, 370, 1, 2)
+    assert s.words() == ("$0.5000 on 4 model calls (370 tokens); 1 with price unknown, "
+                         "not counted in the dollars; 2 calls of unknown usage, "
+                         "not fully counted")
 
 
 def test_journal_records_calls_and_links_them_to_their_experiment(tmp_path: Path) -> None:

@@ -417,6 +417,8 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                               for u in journal.model_calls(experiment_id=exp_id)]
         out["params_diff"] = params_diff(target, exp.candidate.base_commit,
                                          exp.candidate.params) if exp.candidate.params else ""
+        spent = journal.spent_by_experiment([exp_id]).get(exp_id)
+        out["spent_words"] = spent.words() if spent is not None else ""
         from . import fingerprint
 
         fp = fingerprint.at(journal, exp.created_at)

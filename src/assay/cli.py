@@ -262,6 +262,8 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                                                     data["params"].items())))
     if data["commit"]:
         console.print(f"commit: {data['commit']}")
+    if data.get("spent_words"):
+        console.print(f"model calls: {escape(data['spent_words'])}", highlight=False)
     if data.get("fingerprint"):
         from .fingerprint import Fingerprint
 

@@ -248,13 +248,19 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
     raise ValueError(f"unknown export format {fmt!r}; valid: {', '.join(FORMATS)}")
 
 
+# What older journals' llm and agent candidates wrote into meta: a call's tokens and dollars
+# are read from the journal's model_calls only, so these are left out where meta is shown.
+_SPEND_IN_META = frozenset({"tokens_in", "tokens_out", "tokens_cached", "cost_usd", "priced"})
+
+
 def experiment_dict(journal: Journal, e: Experiment) -> dict[str, Any]:
     d = e.decision
     return {
         "id": e.id, "seq": e.seq, "state": e.state.value, "commit": e.commit, "note": e.note,
         "hypothesis": e.candidate.hypothesis, "proposer": e.candidate.proposer,
         "params": dict(e.candidate.params), "sources": list(e.candidate.sources),
-        "hypothesis_id": e.candidate.hypothesis_id, "meta": dict(e.candidate.meta),
+        "hypothesis_id": e.candidate.hypothesis_id, "meta": {
+            k: v for k, v in e.candidate.meta.items() if k not in _SPEND_IN_META},
         # a listing leaves the patch in the journal: None here, `assay show` has it
         "patch": e.candidate.patch if e.patch_loaded else None,
         "patch_chars": len(e.candidate.patch) if e.patch_loaded else e.patch_chars,

@@ -515,8 +515,8 @@ class Journal:
     _SPENT_SUMS = (
         "COUNT(*), COALESCE(SUM(cost_usd), 0), COALESCE(SUM(tokens_in), 0),"
         " COALESCE(SUM(tokens_out), 0), COALESCE(SUM(tokens_cached), 0),"
-        " COALESCE(SUM(cost_usd IS NULL AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL)),"
-        " 0), COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NULL AND tokens_out IS NULL), 0)")
+        " COALESCE(SUM(cost_usd IS NULL AND tokens_in IS NOT NULL AND tokens_out IS NOT NULL),"
+        " 0), COALESCE(SUM(tokens_in IS NULL OR tokens_out IS NULL), 0)")
 
     @staticmethod
     def _spent(r: Sequence[Any]) -> Spent:

@@ -47,6 +47,10 @@ class Caps:
     def usd(self) -> bool:
         return self.max_usd is not None or self.session_max_usd is not None
 
+    @property
+    def tokens(self) -> bool:
+        return self.max_tokens is not None or self.session_max_tokens is not None
+
     def set(self) -> dict[str, float | int]:
         """The caps that are set, by their assay.toml key."""
         return {k: v for k, v in vars(self).items() if v is not None}
@@ -103,10 +107,15 @@ class Meter:
             rid = self._record(u, call) if self._record is not None else None
             if self.caps.usd and u.cost_usd is None and not self.reached:
                 what = ("has no price in the price table (add [prices.\"" + u.model + "\"] "
-                        "to assay.toml)" if u.known else "reported no usage and no cost")
+                        "to assay.toml)" if u.known
+                        else "is of unknown usage and reported no cost")
                 self.reached = (f"a dollar cap is set, but a call of model {u.model or '?'} "
                                 f"{what}: the spend can no longer be counted; spent "
                                 f"{self.run.words()}")
+            elif self.caps.tokens and not u.known and not self.reached:
+                self.reached = (f"a token cap is set, but a call of model {u.model or '?'} "
+                                "is of unknown usage: the tokens can no longer be counted; "
+                                f"spent {self.run.words()}")
         return u, rid
 
     def _over(self, model: str, tokens_in: int, tokens_out: int | None) -> str:

@@ -9,10 +9,11 @@ the providers' own meaning, normalized to one shape:
 - ``tokens_cache_write``: the part of ``tokens_in`` written to it (Anthropic);
 - ``tokens_out``: output tokens.
 
-``None`` means the caller reported nothing (an agent CLI that prints no usage): such a
-call is *unknown*, never zero. ``cost_usd`` is ``None`` when no price is known; ``priced_by``
-says where a cost came from: ``"table"`` (the price table), ``"reported"`` (the CLI's own
-figure, e.g. Claude Code's ``total_cost_usd``) or ``"unknown"``.
+``None`` means the caller did not report that count (an agent CLI that prints no usage,
+or leaves out ``output_tokens``): such a call is *of unknown usage*, never zero.
+``cost_usd`` is ``None`` when no price is known; ``priced_by`` says where a cost came
+from: ``"table"`` (the price table), ``"reported"`` (the CLI's own figure, e.g.
+Claude Code's ``total_cost_usd``) or ``"unknown"``.
 
 :class:`Spent` adds calls up; it is what the caps, ``assay status`` and the report read.
 """
@@ -47,8 +48,8 @@ class Usage:
 
     @property
     def known(self) -> bool:
-        """Whether the tokens were reported (or estimated) at all."""
-        return self.tokens_in is not None or self.tokens_out is not None
+        """Whether both token counts were reported (or estimated)."""
+        return self.tokens_in is not None and self.tokens_out is not None
 
     @property
     def tokens(self) -> int:
@@ -64,8 +65,8 @@ class Spent:
     tokens_in: int = 0
     tokens_out: int = 0
     tokens_cached: int = 0
-    unpriced: int = 0  # calls with tokens but no price (their dollars are not in usd)
-    unknown: int = 0  # calls that reported nothing at all
+    unpriced: int = 0  # calls with known tokens but no price (their dollars are not in usd)
+    unknown: int = 0  # calls of unknown usage: a token count not reported (not in tokens)
 
     @property
     def tokens(self) -> int:
@@ -77,7 +78,7 @@ class Spent:
                      tokens_out=self.tokens_out + (u.tokens_out or 0),
                      tokens_cached=self.tokens_cached + u.tokens_cached,
                      unpriced=self.unpriced + (u.known and u.cost_usd is None),
-                     unknown=self.unknown + (not u.known and u.cost_usd is None))
+                     unknown=self.unknown + (not u.known))
 
     @classmethod
     def of(cls, usages: Iterable[Usage]) -> Spent:
@@ -87,12 +88,13 @@ class Spent:
         return out
 
     def words(self) -> str:
-        """``$0.0421 on 12 calls (48,210 tokens)``, naming calls with no price or no usage."""
+        """``$0.0421 on 12 calls (48,210 tokens)``, naming calls with no price and calls of
+        unknown usage: a total over them is not the whole."""
         text = (f"{dollars(self.usd)} on {self.calls} model call{'s' if self.calls != 1 else ''} "
                 f"({self.tokens:,} tokens)")
-        notes = []
         if self.unpriced:
-            notes.append(f"{self.unpriced} with price unknown")
+            text += f"; {self.unpriced} with price unknown, not counted in the dollars"
         if self.unknown:
-            notes.append(f"{self.unknown} reporting no usage")
-        return text + (f"; {', '.join(notes)}, not counted in the dollars" if notes else "")
+            text += (f"; {self.unknown} call{'s' if self.unknown != 1 else ''} of unknown usage,"
+                     " not fully counted")
+        return text

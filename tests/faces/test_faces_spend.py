@@ -17,8 +17,10 @@ from assay import api
 from assay.faces import mcp
 from assay.journal import Journal
 from assay.loop import Summary
-from assay.model import ExperimentState
-from tests.proposers.proposer_helpers import LLMServer, Reply, make_repo
+from assay.model import Candidate, ExperimentState
+from assay.usage import Usage
+from tests.proposers.proposer_helpers import APP, LLMServer, Reply, config_text, make_repo
+from tests.proposers.proposer_helpers import BENCH as PLAIN_BENCH
 from tests.scripted import DRAW
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -145,13 +147,37 @@ def test_a_dollar_cap_stops_the_run_midway(capped: tuple[Path, Summary, int, lis
             [call] = journal.model_calls(experiment_id=e.id)
             assert (call.model, call.tokens_in, call.tokens_cached, call.priced_by) == (
                 "gpt-4.1", 3000, 1000, "table")
-            assert e.candidate.meta["cost_usd"] == pytest.approx(CALL_USD)
+            assert call.cost_usd == pytest.approx(CALL_USD)
+            assert "cost_usd" not in e.candidate.meta and "tokens_in" not in e.candidate.meta
         assert all(e.state.is_finished() for e in journal.experiments())
         assert journal.experiments([ExperimentState.KEPT])[0].id == "e0001"
     finally:
         journal.close()
     [call] = api.show("e0002", root)["model_calls"]
     assert call["tokens_out"] == 400 and call["cost_usd"] == pytest.approx(CALL_USD)
+
+
+def test_an_older_journal_with_spend_in_meta_still_shows(tmp_path: Path) -> None:
+    # journals written before the spend left candidates' meta keep tokens and dollars there:
+    # they open, and show only the journal's model calls
+    root = tmp_path / "repo"
+    commit = make_repo(root, {"src/app.py": APP, "bench.py": PLAIN_BENCH}, config_text())
+    journal = Journal.open(root / ".assay" / "journal.sqlite")
+    cid = journal.add_model_call(Usage("gpt-4.1", 3000, 400, 1000, 0, CALL_USD, "table"),
+                                 "propose", "s1")
+    journal.add_experiment(Candidate(
+        base_commit=commit, patch="p", hypothesis="h", proposer="llm",
+        meta={"model_calls": [cid], "attempts": 1, "tokens_in": 99, "tokens_out": 1,
+              "tokens_cached": 0, "cost_usd": 9.99, "priced": True}))
+    journal.close()
+    data = api.show("e0001", root)
+    assert data["meta"] == {"model_calls": [cid], "attempts": 1}
+    assert [(c["tokens_in"], c["tokens_out"]) for c in data["model_calls"]] == [(3000, 400)]
+    out = assay(root, "show", "e0001")
+    assert out.returncode == 0, out.stderr
+    assert "model calls: $0.007700 on 1 model call (3,400 tokens)" in out.stdout
+    assert "9.99" not in out.stdout and "9.99" not in assay(root, "show", "e0001",
+                                                           "--json").stdout
 
 
 def test_status_and_the_mcp_tool_give_the_spend(

@@ -15,7 +15,7 @@ from assay.errors import ReviewError
 from assay.finalize import branches, review
 from assay.journal import Journal
 from assay.model import EventRow
-from tests.proposers.proposer_helpers import LLMServer
+from tests.proposers.proposer_helpers import LLMServer, Reply
 
 from .finalize_kit import edit, git, make_repo, refs, run_queue
 
@@ -149,6 +149,60 @@ def test_the_llm_reviewer_reads_diff_uses_notes_and_checklist(tmp_path: Path) ->
     finally:
         journal.close()
     assert (spent.calls, spent.tokens, spent.unpriced) == (2, 2400, 2)
+
+
+def test_a_review_that_could_pass_a_cap_is_skipped_and_said_so(tmp_path: Path) -> None:
+    # a priced reviewer model and a dollar cap below one review's worst case: no review is
+    # sent, finalize says which cap and what was spent, and the groups go on unreviewed
+    answer = {"findings": [{"file": "kernel.py", "line": REPORT_LINE, "severity": "blocking",
+                            "message": "report() still reads SCRATCH"}]}
+    with LLMServer(default=json.dumps(answer)) as server:
+        extra = (f'\n[finalize.review]\nreviewer = "llm"\n\n[proposer.llm]\n'
+                 f'provider = "openai"\nmodel = "gpt-4.1"\nbase_url = "{server.url}/v1"\n'
+                 'api_key_env = ""\n')
+        root = hazard_run(tmp_path, extra)
+        cfg = root / "assay.toml"
+        cfg.write_text(cfg.read_text().replace("[run]\n", "[run]\nmax_usd = 0.01\n", 1))
+        said: list[str] = []
+        res = fin.finalize(root, measure_groups=False, report=said.append)
+        sent = list(server.requests)
+    assert sent == []  # the cap is checked before each call
+    skips = [m for m in said if " skipped: " in m]
+    assert len(skips) == 2, said
+    assert skips[0].startswith("review of ")
+    assert "the cap [run] max_usd = $0.01 is reached" in skips[0]
+    assert "$0.0000 on 0 model calls (0 tokens) are spent" in skips[0]
+    fused = res.outcomes[0]
+    assert fused.review.skipped and fused.review.findings == [] and fused.finalized
+    text = (res.folder / fused.group.slug / "PR.md").read_text()
+    assert "- review by `llm`: skipped, not made: the cap [run] max_usd = $0.01" in text
+    messages = [e.message for e in _events(root, "review")]
+    assert len(messages) == 2 and messages[0].startswith(
+        f"review of {fused.group.slug} skipped: the cap [run] max_usd")
+
+
+def test_the_second_review_is_skipped_once_the_first_spent_the_cap(tmp_path: Path) -> None:
+    # the first review's reply reports 490,000 prompt tokens ($0.98 at gpt-4.1's $2/Mtok):
+    # the second's worst case (at least 4,096 reply tokens at $8/Mtok) would pass $1
+    clean = json.dumps({"findings": []})
+    with LLMServer([Reply(clean, tokens_in=490_000, tokens_out=200)],
+                   default=clean) as server:
+        extra = (f'\n[finalize.review]\nreviewer = "llm"\n\n[proposer.llm]\n'
+                 f'provider = "openai"\nmodel = "gpt-4.1"\nbase_url = "{server.url}/v1"\n'
+                 'api_key_env = ""\n')
+        root = hazard_run(tmp_path, extra)
+        cfg = root / "assay.toml"
+        cfg.write_text(cfg.read_text().replace("[run]\n", "[run]\nmax_usd = 1.0\n", 1))
+        said: list[str] = []
+        res = fin.finalize(root, measure_groups=False, report=said.append)
+        sent = len(server.requests)
+    assert sent == 1
+    first, second = (o.review for o in res.outcomes)
+    assert not first.skipped and first.findings == []
+    assert second.skipped.startswith("the cap [run] max_usd = $1 is reached")
+    assert "$0.9816 on 1 model call (490,200 tokens) are spent" in second.skipped
+    assert any(m.endswith(second.skipped) and " skipped: " in m for m in said), said
+    assert all(o.finalized for o in res.outcomes)
 
 
 def test_a_failure_rolls_back_every_branch_and_leaves_the_tree(tmp_path: Path) -> None:

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from assay.config import Target, parse
-from assay.meter import Meter
-from assay.model import Incumbent
+from assay.journal import Journal
+from assay.meter import Caps, Meter
+from assay.model import Candidate, Incumbent
 from assay.prices import for_target
 from assay.proposers.base import ProposalContext
+from assay.usage import Spent, Usage
 
 
 def sh(cwd: Path, *args: str) -> str:
@@ -60,6 +62,20 @@ def context_of(target: Target, commit: str, **kw: Any) -> ProposalContext:
                  if target.is_editable(p) and not target.is_protected(p)}
     kw.setdefault("meter", Meter(for_target(target)))  # uncapped, unrecorded
     return ProposalContext(target=target, incumbent=Incumbent(commit), files=files, **kw)
+
+
+def journaled(target: Target, caps: Caps = Caps()) -> tuple[Journal, Meter]:
+    """A real journal and a meter that records each call in its model_calls table."""
+    journal = Journal.open(target.root.parent / "journal.sqlite")
+    return journal, Meter(for_target(target), caps,
+                          record=lambda u, call: journal.add_model_call(u, call, "s1"))
+
+
+def calls_of(journal: Journal, cand: Candidate) -> tuple[Spent, list[Usage]]:
+    """The candidate's model calls as the journal holds them once it is an experiment."""
+    exp = journal.add_experiment(cand)
+    return (journal.spent_by_experiment([exp.id]).get(exp.id, Spent()),
+            journal.model_calls(experiment_id=exp.id))
 
 
 def tracked(root: Path) -> list[str]:

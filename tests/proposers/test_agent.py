@@ -13,8 +13,10 @@ from proposer_helpers import (
     APP,
     BENCH,
     applies,
+    calls_of,
     config_text,
     context_of,
+    journaled,
     make_repo,
     sh,
     target_of,
@@ -196,13 +198,18 @@ p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
 print(json.dumps({"type": "result", "result": "Done.\nHYPOTHESIS: tighter arithmetic",
                   "total_cost_usd": 0.042,
                   "usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
-                            "output_tokens": 7}}))
+                            "cache_creation_input_tokens": 0, "output_tokens": 7}}))
 '''
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
-    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
+    journal, meter = journaled(target)
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
     assert cand.hypothesis == "tighter arithmetic"
-    assert cand.meta["tokens_in"] == 15 and cand.meta["tokens_out"] == 7
-    assert cand.meta["cost_usd"] == pytest.approx(0.042) and cand.meta["priced"] is True
+    _, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 15 and call.tokens_out == 7
+    assert call.cost_usd == pytest.approx(0.042) and call.priced_by == "reported"
+    assert not {"tokens_in", "tokens_out", "tokens_cached", "cost_usd", "priced"} & set(
+        cand.meta)
 
 
 def test_claude_code_result_with_model_usage_is_recorded_as_reported(tmp_path: Path) -> None:
@@ -226,12 +233,13 @@ print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
                           "cacheCreationInputTokens": 0, "costUSD": 0.0034}}}))
 '''
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
-    meter = Meter(for_target(target))
+    journal, meter = journaled(target)
     [cand] = AgentProposer.from_target(target).propose(
         context_of(target, commit, meter=meter), 1)
-    assert cand.meta["tokens_in"] == 12 + 300 + 4000 + 100 and cand.meta["tokens_out"] == 820
-    assert cand.meta["tokens_cached"] == 4000
-    assert cand.meta["cost_usd"] == pytest.approx(0.1234) and cand.meta["priced"] is True
+    _, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 12 + 300 + 4000 + 100 and call.tokens_out == 820
+    assert call.tokens_cached == 4000
+    assert call.cost_usd == pytest.approx(0.1234) and call.priced_by == "reported"
     assert cand.meta["model"] == "claude-haiku-4-5-20251001+claude-sonnet-4-5-20250929"
     assert meter.session.usd == pytest.approx(0.1234) and meter.session.calls == 1
 
@@ -258,22 +266,26 @@ for event in [
 
 def test_codex_json_events_are_added_up_and_priced_by_the_model(tmp_path: Path) -> None:
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, CODEX), 'model = "gpt-5"\n'))
-    meter = Meter(for_target(target))
+    journal, meter = journaled(target)
     [cand] = AgentProposer.from_target(target).propose(
         context_of(target, commit, meter=meter), 1)
     assert cand.hypothesis == "codex made it tighter"
-    assert cand.meta["tokens_in"] == 25763 and cand.meta["tokens_cached"] == 24448
-    assert cand.meta["tokens_out"] == 200 and cand.meta["model"] == "gpt-5"
+    _, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 25763 and call.tokens_cached == 24448
+    assert call.tokens_out == 200 and cand.meta["model"] == "gpt-5"
     # gpt-5 in the bundled table: $1.25 input, $0.125 cached, $10 output per Mtok
     want = ((25763 - 24448) * 1.25 + 24448 * 0.125 + 200 * 10.0) / 1e6
-    assert cand.meta["cost_usd"] == pytest.approx(want) and cand.meta["priced"] is True
+    assert call.cost_usd == pytest.approx(want) and call.priced_by == "table"
 
 
 def test_codex_without_a_model_has_tokens_and_price_unknown(tmp_path: Path) -> None:
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, CODEX)))
-    [cand] = AgentProposer.from_target(target).propose(context_of(target, commit), 1)
-    assert cand.meta["tokens_in"] == 25763 and cand.meta["cost_usd"] is None
-    assert cand.meta["priced"] is False
+    journal, meter = journaled(target)
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    spent, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 25763 and call.cost_usd is None
+    assert spent.unpriced == 1 and spent.usd == 0
 
 
 def test_a_cli_that_reports_nothing_is_unknown_not_zero(tmp_path: Path) -> None:
@@ -284,15 +296,43 @@ p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
 print("edited src/app.py")
 '''
     target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body)))
-    meter = Meter(for_target(target), Caps(max_usd=1.0))
+    journal, meter = journaled(target, Caps(max_usd=1.0))
     [cand] = AgentProposer.from_target(target).propose(
         context_of(target, commit, meter=meter), 1)
-    assert cand.meta["tokens_in"] is None and cand.meta["tokens_out"] is None
-    assert cand.meta["cost_usd"] is None and cand.meta["priced"] is False
+    spent, [call] = calls_of(journal, cand)
+    assert call.tokens_in is None and call.tokens_out is None
+    assert call.cost_usd is None and spent.unknown == 1 and spent.usd == 0
     assert meter.session.unknown == 1 and meter.session.calls == 1
     # with a dollar cap, a run whose spend cannot be counted stops the next call
-    assert "reported no usage and no cost" in meter.reached
+    assert "is of unknown usage and reported no cost" in meter.reached
     with pytest.raises(CapReached, match="can no longer be counted"):
+        AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
+
+
+def test_a_count_the_cli_leaves_out_is_unknown_not_zero(tmp_path: Path) -> None:
+    # a result whose usage names no output_tokens: the output is unknown, and a total over
+    # it says so
+    body = r'''
+import json, pathlib
+p = pathlib.Path("src/app.py")
+p.write_text(p.read_text().replace("total += i * i", "total += i*i"))
+print(json.dumps({"type": "result", "result": "HYPOTHESIS: fewer spaces",
+                  "usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
+                            "cache_creation_input_tokens": 0}}))
+'''
+    target, commit = repo(tmp_path, agent_cfg(script(tmp_path, body), 'model = "gpt-5"\n'))
+    journal, meter = journaled(target, Caps(max_tokens=1_000_000))
+    [cand] = AgentProposer.from_target(target).propose(
+        context_of(target, commit, meter=meter), 1)
+    spent, [call] = calls_of(journal, cand)
+    assert (call.tokens_in, call.tokens_out, call.cost_usd) == (15, None, None)
+    assert journal.conn.execute("SELECT tokens_out FROM model_calls").fetchone()[0] is None
+    assert (spent.calls, spent.unknown, spent.unpriced) == (1, 1, 0)
+    assert spent.words().endswith("; 1 call of unknown usage, not fully counted")
+    # with a token cap, a run whose tokens cannot be counted stops the next call
+    assert meter.reached.startswith("a token cap is set, but a call of model gpt-5 is of "
+                                    "unknown usage")
+    with pytest.raises(CapReached, match="tokens can no longer be counted"):
         AgentProposer.from_target(target).propose(context_of(target, commit, meter=meter), 1)
 
 

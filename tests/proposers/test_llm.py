@@ -14,8 +14,10 @@ from proposer_helpers import (
     LLMServer,
     Reply,
     applies,
+    calls_of,
     config_text,
     context_of,
+    journaled,
     make_repo,
     target_of,
 )
@@ -51,7 +53,8 @@ def setup(tmp_path: Path, server: LLMServer, provider: str = "openai", extra: st
 def test_good_edit_becomes_an_applicable_candidate(tmp_path: Path, provider: str) -> None:
     with LLMServer([GOOD_EDIT]) as server:
         proposer, target, commit, _ = setup(tmp_path, server, provider, tables=PRICED)
-        [cand] = proposer.propose(context_of(target, commit), 1)
+        journal, meter = journaled(target)
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
         proposer.close()
     assert rejection(cand) is None
     assert cand.hypothesis.startswith("a closed-form sum of squares")
@@ -60,9 +63,12 @@ def test_good_edit_becomes_an_applicable_candidate(tmp_path: Path, provider: str
     assert "+    return (n - 1) * n * (2 * n - 1) // 6" in cand.patch
     assert applies(target.root, cand.patch)
     meta = cand.meta
-    assert meta["tokens_in"] == 1000 and meta["tokens_out"] == 200
-    assert meta["cost_usd"] == pytest.approx(1000 * 3 / 1e6 + 200 * 15 / 1e6)
-    assert meta["priced"] is True and meta["attempts"] == 1 and meta["model"] == "test-model"
+    spent, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 1000 and call.tokens_out == 200
+    assert call.cost_usd == pytest.approx(1000 * 3 / 1e6 + 200 * 15 / 1e6)
+    assert call.priced_by == "table" and spent.unpriced == 0
+    assert meta["attempts"] == 1 and meta["model"] == "test-model"
+    assert not {"tokens_in", "tokens_out", "tokens_cached", "cost_usd", "priced"} & set(meta)
     [req] = server.requests
     if provider == "openai":
         assert req.path == "/v1/chat/completions"
@@ -84,9 +90,11 @@ def test_good_edit_becomes_an_applicable_candidate(tmp_path: Path, provider: str
 def test_unpriced_model_keeps_its_tokens_and_no_cost(tmp_path: Path) -> None:
     with LLMServer([GOOD_EDIT]) as server:
         proposer, target, commit, _ = setup(tmp_path, server)
-        [cand] = proposer.propose(context_of(target, commit), 1)
-    assert cand.meta["cost_usd"] is None and cand.meta["priced"] is False
-    assert cand.meta["tokens_in"] == 1000 and cand.meta["tokens_out"] == 200
+        journal, meter = journaled(target)
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
+    spent, [call] = calls_of(journal, cand)
+    assert call.cost_usd is None and spent.unpriced == 1 and spent.usd == 0
+    assert call.tokens_in == 1000 and call.tokens_out == 200
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -96,12 +104,14 @@ def test_cached_tokens_are_read_and_priced_at_the_cached_price(tmp_path: Path,
     write = 100 if provider == "anthropic" else 0
     with LLMServer([Reply(GOOD_EDIT, cached=600, cache_write=write)]) as server:
         proposer, target, commit, _ = setup(tmp_path, server, provider, tables=PRICED)
-        meter = Meter(for_target(target))
+        journal, meter = journaled(target)
         [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
     fresh = 1000 - 600 - write
     want = (fresh * 3.0 + 600 * 0.3 + write * 3.75 + 200 * 15.0) / 1e6
-    assert cand.meta["tokens_in"] == 1000 and cand.meta["tokens_cached"] == 600
-    assert cand.meta["cost_usd"] == pytest.approx(want)
+    spent, [call] = calls_of(journal, cand)
+    assert call.tokens_in == 1000 and call.tokens_cached == 600
+    assert call.tokens_cache_write == write
+    assert call.cost_usd == pytest.approx(want) and spent.usd == pytest.approx(want)
     assert meter.session.tokens_cached == 600 and meter.session.usd == pytest.approx(want)
 
 
@@ -109,9 +119,12 @@ def test_a_dated_model_name_finds_its_price(tmp_path: Path) -> None:
     with LLMServer([GOOD_EDIT]) as server:
         proposer, target, commit, _ = setup(tmp_path, server)
         server.model = "gpt-4o-mini-2024-07-18"  # what the server says it served
-        [cand] = proposer.propose(context_of(target, commit), 1)
+        journal, meter = journaled(target)
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
     assert cand.meta["model"] == "gpt-4o-mini-2024-07-18"
-    assert cand.meta["cost_usd"] == pytest.approx((1000 * 0.15 + 200 * 0.6) / 1e6)
+    _, [call] = calls_of(journal, cand)
+    assert call.model == "gpt-4o-mini-2024-07-18"
+    assert call.cost_usd == pytest.approx((1000 * 0.15 + 200 * 0.6) / 1e6)
 
 
 def test_a_cap_is_checked_before_the_call_with_its_worst_case(tmp_path: Path) -> None:
@@ -162,10 +175,12 @@ def test_malformed_reply_is_fed_back_then_fixed(tmp_path: Path, provider: str) -
     bad = "I would make work() faster by using a formula."
     with LLMServer([bad, GOOD_EDIT]) as server:
         proposer, target, commit, _ = setup(tmp_path, server, provider)
-        [cand] = proposer.propose(context_of(target, commit), 1)
+        journal, meter = journaled(target)
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
     assert rejection(cand) is None and cand.meta["attempts"] == 2
     assert cand.meta["feedback"] == ["malformed"]
-    assert cand.meta["tokens_in"] == 2000
+    spent, calls = calls_of(journal, cand)
+    assert spent.tokens_in == 2000 and [c.tokens_in for c in calls] == [1000, 1000]
     second = server.requests[1]
     roles = [m["role"] for m in second.body["messages"] if m["role"] != "system"]
     assert roles == ["user", "assistant", "user"]
@@ -374,8 +389,11 @@ def test_whole_file_over_the_limit_is_fed_back(tmp_path: Path) -> None:
 def test_usage_missing_is_estimated(tmp_path: Path) -> None:
     with LLMServer([Reply(GOOD_EDIT, tokens_in=None)]) as server:
         proposer, target, commit, _ = setup(tmp_path, server)
-        [cand] = proposer.propose(context_of(target, commit), 1)
-    assert cand.meta["tokens_estimated"] is True and cand.meta["tokens_in"] > 100
+        journal, meter = journaled(target)
+        [cand] = proposer.propose(context_of(target, commit, meter=meter), 1)
+    _, [call] = calls_of(journal, cand)
+    assert cand.meta["tokens_estimated"] is True
+    assert call.estimated is True and call.tokens_in is not None and call.tokens_in > 100
 
 
 def test_context_files_default_to_the_incumbent_tree(tmp_path: Path) -> None:

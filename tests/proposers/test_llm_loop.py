@@ -119,8 +119,9 @@ def test_loop_keeps_a_real_gain_and_discards_a_loss(tmp_path: Path, provider: st
     assert summary.best is not None and summary.baseline is not None
     assert summary.best > summary.baseline * 3
     kept = by_hyp["do a tenth of the work"]
-    assert kept["meta"]["tokens_in"] == 1000 and kept["meta"]["model"] == "scripted"
-    assert kept["meta"]["cost_usd"] == pytest.approx((1000 * 1.0 + 200 * 2.0) / 1e6)
+    [call] = api.show(kept["id"], root)["model_calls"]
+    assert call["tokens_in"] == 1000 and kept["meta"]["model"] == "scripted"
+    assert call["cost_usd"] == pytest.approx((1000 * 1.0 + 200 * 2.0) / 1e6)
     assert "WORK = 100000" in sh(root, "git", "show", "assay/main:work.py")
     assert sh(root, "git", "rev-parse", "HEAD") == user_head
     # the second ask of wave 1 was told about the first candidate

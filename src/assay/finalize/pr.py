@@ -130,6 +130,8 @@ def _rest(o: Outcome, lines: list[str], checks_note: str, fp: Fingerprint | None
     rv = o.review
     if rv.reviewer == "none":
         lines.append("- review: no reviewer configured ([finalize.review] reviewer)")
+    elif rv.skipped:
+        lines.append(f"- review by `{rv.reviewer}`: skipped, not made: {rv.skipped}")
     else:
         lines.append(f"- review by `{rv.reviewer}`: {len(rv.findings)} finding(s), "
                      f"{len(rv.blocking)} blocking")

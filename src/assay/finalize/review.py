@@ -44,8 +44,12 @@ from typing import Any
 from .. import contain, keys, process
 from ..config import Section, Target
 from ..errors import ReviewError
+from ..meter import prompt_tokens
 from ..usage import Usage
 from ..workspace import git
+
+REVIEW_SYSTEM = ("You review performance optimizations for correctness against a project's "
+                 "conventions. Answer only with the JSON object asked for.")
 
 CHECKLIST: tuple[str, ...] = (
     "an intermediate with other consumers: a fused or removed write whose value is still "
@@ -143,6 +147,12 @@ class Reviewer(ABC):
         """The model calls made since the last time this was asked (each given once), for
         the journal's account of what the run spent."""
         return []
+
+    def worst_call(self, request: Request) -> tuple[str, int, int] | None:
+        """The model call reviewing ``request`` would make, at its worst: the model, the
+        prompt's tokens and the most reply tokens; None when it makes no counted call. The
+        spending caps are checked with it before the review."""
+        return None
 
 
 # ------------------------------------------------------------------ reading findings
@@ -259,13 +269,17 @@ class LLMReviewer(Reviewer):
 
         return cls(LLMProposer.from_target(target).client)
 
+    def worst_call(self, request: Request) -> tuple[str, int, int] | None:
+        settings = self.client.settings
+        return (settings.model, prompt_tokens(REVIEW_SYSTEM, request.prompt()),
+                settings.max_tokens)
+
     def review(self, request: Request) -> list[Finding]:
         from ..errors import ProposerError
 
-        system = ("You review performance optimizations for correctness against a project's "
-                  "conventions. Answer only with the JSON object asked for.")
         try:
-            reply = self.client.complete(system, [{"role": "user", "content": request.prompt()}])
+            reply = self.client.complete(REVIEW_SYSTEM,
+                                         [{"role": "user", "content": request.prompt()}])
         except ProposerError as exc:
             raise ReviewError(f"reviewer llm on {request.group}: {exc}") from None
         self._used.append(Usage(reply.model, reply.tokens_in, reply.tokens_out,
@@ -455,6 +469,7 @@ class ReviewResult:
     findings: list[Finding] = field(default_factory=list)
     waived: set[str] = field(default_factory=set)
     reviewer: str = "none"
+    skipped: str = ""  # why the review was not made (a spending cap), '' when it was
 
     @property
     def blocking(self) -> list[Finding]:

@@ -30,9 +30,10 @@ from typing import Any
 
 from .. import api, fingerprint, process, verify
 from ..config import Target
-from ..errors import FinalizeError
+from ..errors import CapReached, FinalizeError
 from ..journal import Journal
 from ..lock import RunLock
+from ..meter import Meter, caps_of
 from ..model import ExperimentState
 from ..platforms import PlatformSpec
 from ..prices import for_target
@@ -324,16 +325,29 @@ def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.O
     waived = stored | waive
     if reviewer is None:
         return
-    prices = for_target(target)
+    # the review's calls are counted against the same caps as the proposers', the run's
+    # calls so far included; finalize is a session of its own
+    meter = Meter(for_target(target), caps_of(target.run), before=journal.spent(),
+                  record=lambda u, call: journal.add_model_call(u, call, "finalize"))
     for o in outcomes:
         path = checker.worktree(o.tree, f"finalize: review {o.group.slug}")
         req = review.build_request(target.root, o.group.slug, o.group.title, base, o.commit,
                                    o.group.files, path)
+        worst = reviewer.worst_call(req)
+        if worst is not None:
+            try:
+                meter.check(*worst)
+            except CapReached as exc:
+                o.review = review.ReviewResult(reviewer=reviewer.name, skipped=str(exc))
+                journal.event("review", f"review of {o.group.slug} skipped: {exc}", None,
+                              experiments=list(o.group.labels))
+                report(f"review of {o.group.slug} by {reviewer.name} skipped: {exc}")
+                continue
         try:
             found = reviewer.review(req)
         finally:  # a reply the review could not use was still paid for
             for u in reviewer.used():
-                journal.add_model_call(prices.priced(u), "review", "finalize")
+                meter.charge(u, "review")
         o.review = review.ReviewResult(found, {f.id for f in found if f.id in waived},
                                   reviewer.name)
         for f in found:

@@ -228,7 +228,6 @@ class AgentProposer(Proposer):
         runs = 0
         total_wall = 0.0
         meter = context.metered(self.name)
-        used: list[Usage] = []
         calls: list[int] = []
         while True:
             runs += 1
@@ -238,20 +237,13 @@ class AgentProposer(Proposer):
             result = self._run_once(context, f"agent-{i}", note)
             total_wall += result.wall_s
             u, call_id = meter.charge(result.usage)
-            used.append(u)
             calls += [call_id] if call_id is not None else []
-            known = all(x.known for x in used)
-            priced = all(x.cost_usd is not None for x in used)
             meta: dict[str, Any] = {
                 "command": self.command.split()[0] if self.command.split() else "",
                 "model": self.model or u.model,
                 "exit_code": result.exit_code, "timed_out": result.timed_out,
                 "wall_s": round(total_wall, 3), "attempts": runs,
-                "tokens_in": sum(x.tokens_in or 0 for x in used) if known else None,
-                "tokens_out": sum(x.tokens_out or 0 for x in used) if known else None,
-                "tokens_cached": sum(x.tokens_cached for x in used),
-                "cost_usd": sum(x.cost_usd or 0.0 for x in used) if priced else None,
-                "priced": priced, "model_calls": calls,
+                "model_calls": calls,
                 "isolation": result.isolation,
             }
             hyp = result.hypothesis

@@ -1,6 +1,8 @@
 """What an agent CLI says it used, read from its output.
 
-Two formats are read; anything else is a run that reported nothing (unknown, never zero):
+Two formats are read; anything else is a run that reported nothing (unknown, never zero).
+A count the output leaves out is unknown too (``None``, recorded as NULL), never 0: the
+input total is unknown when any of its parts is.
 
 - **Claude Code** (``claude -p --output-format json``): one JSON object, the result, with
   ``result`` (the final message), ``total_cost_usd`` (its own dollar figure, kept as the
@@ -19,7 +21,7 @@ Two formats are read; anything else is a run that reported nothing (unknown, nev
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..usage import Usage
@@ -42,9 +44,20 @@ def _json(line: str) -> Any:
         return None
 
 
-def _n(data: Mapping[str, Any], key: str) -> int:
-    v = data.get(key, 0)
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
+def _n(data: Mapping[str, Any], key: str) -> int | None:
+    """The count under ``key``; None when it is missing or not a whole number."""
+    v = data.get(key)
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _sum(counts: Iterable[int | None]) -> int | None:
+    """The total of counts, unknown (None) when any of them is."""
+    total = 0
+    for c in counts:
+        if c is None:
+            return None
+        total += c
+    return total
 
 
 def _claude(data: Mapping[str, Any], model: str) -> tuple[Usage, str]:
@@ -57,28 +70,29 @@ def _claude(data: Mapping[str, Any], model: str) -> tuple[Usage, str]:
     if isinstance(per_model, dict) and per_model and all(
             isinstance(v, dict) for v in per_model.values()):
         rows = list(per_model.values())
-        fresh = sum(_n(r, "inputTokens") for r in rows)
-        read = sum(_n(r, "cacheReadInputTokens") for r in rows)
-        written = sum(_n(r, "cacheCreationInputTokens") for r in rows)
-        out: int | None = sum(_n(r, "outputTokens") for r in rows)
+        read = _sum(_n(r, "cacheReadInputTokens") for r in rows)
+        written = _sum(_n(r, "cacheCreationInputTokens") for r in rows)
+        tin = _sum([_sum(_n(r, "inputTokens") for r in rows), read, written])
+        out = _sum(_n(r, "outputTokens") for r in rows)
         name = model or "+".join(sorted(per_model))
-        tin: int | None = fresh + read + written
     elif isinstance(usage, dict):
         read, written = _n(usage, "cache_read_input_tokens"), _n(
             usage, "cache_creation_input_tokens")
-        tin = _n(usage, "input_tokens") + read + written
+        tin = _sum([_n(usage, "input_tokens"), read, written])
         out = _n(usage, "output_tokens")
         name = model
     else:
-        tin = out = None
-        read = written = 0
+        tin = out = read = written = None
         name = model
-    return Usage(name, tin, out, read, written, cost_usd,
+    return Usage(name, tin, out, read or 0, written or 0, cost_usd,
                  "reported" if cost_usd is not None else "unknown"), final
 
 
 def _codex(lines: list[str], model: str) -> tuple[Usage, str]:
-    tin = out = read = turns = 0
+    tin: int | None = 0
+    out: int | None = 0
+    read: int | None = 0
+    turns = 0
     final = ""
     for line in lines:
         event = _json(line.strip()) if line.strip().startswith("{") else None
@@ -86,9 +100,9 @@ def _codex(lines: list[str], model: str) -> tuple[Usage, str]:
             continue
         if event.get("type") == "turn.completed" and isinstance(event.get("usage"), dict):
             u = event["usage"]
-            tin += _n(u, "input_tokens")
-            read += _n(u, "cached_input_tokens")
-            out += _n(u, "output_tokens")
+            tin = _sum([tin, _n(u, "input_tokens")])
+            read = _sum([read, _n(u, "cached_input_tokens")])
+            out = _sum([out, _n(u, "output_tokens")])
             turns += 1
         item = event.get("item")
         if (event.get("type") == "item.completed" and isinstance(item, dict)
@@ -96,4 +110,4 @@ def _codex(lines: list[str], model: str) -> tuple[Usage, str]:
             final = item["text"]
     if not turns:
         return Usage(model, None, None), final
-    return Usage(model, tin, out, read), final
+    return Usage(model, tin, out, read or 0), final

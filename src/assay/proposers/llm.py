@@ -53,9 +53,8 @@ A reply of only ``NO_MORE_IDEAS`` ends the wave; a wave with no candidate at all
 HTTP errors that are not retried (401, 403, 404, 400 ...) and retries exhausted raise
 :class:`~assay.errors.ProposerError`: no re-ask can fix a wrong key, URL or model.
 
-``Candidate.meta`` records ``provider``, ``model``, ``tokens_in``, ``tokens_out``,
-``tokens_cached``, ``cost_usd`` (None when the model has no price), ``priced``,
-``model_calls`` (the journal's ids of its calls), ``attempts``
+``Candidate.meta`` records ``provider``, ``model``, ``model_calls`` (the journal's ids of
+its calls: their tokens and dollars are read there, nowhere else), ``attempts``
 (model replies), ``http_attempts``, ``feedback`` (the kinds of problems fed back),
 ``context_tokens`` and ``tokens_estimated`` (the server sent no usage).
 """
@@ -216,21 +215,17 @@ class LLMProposer(Proposer):
         commit = context.incumbent.commit
         messages: list[dict[str, str]] = [{"role": "user", "content": self._ask(built, i, n,
                                                                                 wave)}]
-        tokens_in = tokens_out = cached = attempts = http_attempts = 0
+        attempts = http_attempts = 0
         estimated = False
         calls: list[int] = []
-        costs: list[float | None] = []
         feedback: list[str] = []
         retries_left = self.retries
         dup_reasked = False
         model = self.client.settings.model
 
         def meta() -> dict[str, Any]:
-            priced = all(c is not None for c in costs)
-            cost = sum(c or 0.0 for c in costs) if priced else None
             return {"provider": self.client.settings.provider, "model": model,
-                    "tokens_in": tokens_in, "tokens_out": tokens_out, "tokens_cached": cached,
-                    "cost_usd": cost, "priced": priced, "model_calls": list(calls),
+                    "model_calls": list(calls),
                     "attempts": attempts,
                     "http_attempts": http_attempts, "feedback": list(feedback),
                     "context_tokens": built.tokens, "tokens_estimated": estimated}
@@ -250,17 +245,13 @@ class LLMProposer(Proposer):
             meter.check(model, prompt_tokens(SYSTEM_PROMPT, *(m["content"] for m in messages)),
                         self.client.settings.max_tokens)
             reply: ChatReply = self.client.complete(SYSTEM_PROMPT, messages)
-            used, call_id = meter.charge(Usage(
+            _, call_id = meter.charge(Usage(
                 reply.model or model, reply.tokens_in, reply.tokens_out, reply.tokens_cached,
                 reply.tokens_cache_write, estimated=reply.tokens_estimated))
-            costs.append(used.cost_usd)
             if call_id is not None:
                 calls.append(call_id)
             attempts += 1
             http_attempts += reply.attempts
-            tokens_in += reply.tokens_in
-            tokens_out += reply.tokens_out
-            cached += reply.tokens_cached
             estimated = estimated or reply.tokens_estimated
             model = reply.model or model
             hypothesis = ""

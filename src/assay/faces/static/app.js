@@ -369,7 +369,7 @@
       return el("tr", { "data-spend": key }, el("td", { text: name }), el("td", { cls: "num", text: value }));
     }
     var unknown = [s.unpriced ? s.unpriced + " with price unknown" : null,
-                   s.unknown ? s.unknown + " reporting no usage" : null].filter(function (x) { return x; });
+                   s.unknown ? s.unknown + (s.unknown === 1 ? " call" : " calls") + " of unknown usage" : null].filter(function (x) { return x; });
     return el("section", null, title,
       el("table", { cls: "cost", style: "max-width: 640px" }, el("tbody", null,
         row("usd", "spent", usd(s.usd) + (s.complete ? "" : " + unpriced calls")),
