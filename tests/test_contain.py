@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assay import api
+from assay import api, contain
 from assay.cli import app
+from assay.errors import ExecutorError
 
 from .conftest import TinyFactory
 
@@ -134,3 +135,13 @@ def test_keys_leave_the_environment_before_any_child_starts(tmp_path: Path) -> N
     assert secret not in child and "PATH=/usr/bin:/bin" in child
     assert f"assay has: {secret}" in r.stdout  # read once, kept in memory
     assert f"allowed: {secret}" in r.stdout  # an [env] allow naming it still passes it
+
+
+def test_a_node_that_cannot_sandbox_refuses_a_confined_runs_block(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_SANDBOX", "off")  # this node: no sandbox
+    contain.node_gate(False)  # the run's own machine has none either: the gate said so there
+    with pytest.raises(ExecutorError, match="cannot run the block's commands in a sandbox"):
+        contain.node_gate(True)
+    monkeypatch.delenv("ASSAY_SANDBOX")
+    contain.node_gate(True)  # bubblewrap works here

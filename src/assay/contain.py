@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from . import sandbox
 from .config import Target
-from .errors import ConfigError
+from .errors import ConfigError, ExecutorError
 from .proposers.sandbox import holdout_files
 
 # environment variables that name a cache folder a run writes (compilers, bytecode)
@@ -123,3 +124,18 @@ def gate(proposer: str, unconfined: bool) -> Gate:
     return Gate("", f"commands from the trees run unconfined (no sandbox: "
                     f"{found.why}); they can write anywhere you can"
                     + (" (--unconfined)" if unconfined else ""))
+
+
+def node_gate(confined: bool) -> None:
+    """Before a node runs a block of a run whose own machine sandboxes (``confined``):
+    raise ExecutorError when this node cannot, so the block fails with the reason instead of
+    running unconfined without a word (a Ray or cloud node without bubblewrap)."""
+    if not confined:
+        return
+    found = sandbox.probe()
+    if not found.ok:
+        raise ExecutorError(
+            f"node {socket.gethostname()} cannot run the block's commands in a sandbox, as the "
+            f"machine running `assay run` does: {found.why}. Install bubblewrap on every "
+            "node (or run assay with ASSAY_SANDBOX=off to run every block unconfined, which "
+            "the run then says)")

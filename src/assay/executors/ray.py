@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from .. import contain, sandbox
 from ..config import Target
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
@@ -155,6 +156,7 @@ def node_run_block(payload: dict[str, Any], chain: list[tuple[str, Any]]) -> dic
 
     def work() -> None:
         try:
+            contain.node_gate(bool(payload.get("confined")))
             box["result"] = run_block(block, target, ws, slot, trees, token)
         except BaseException as exc:  # reported to the driver as an executor error
             box["error"] = f"{type(exc).__name__}: {exc}"
@@ -372,7 +374,8 @@ class RayExecutor(Executor):
         strategy = require("ray.util.scheduling_strategies", "ray", "The Ray executor")
         payload = {"block": block, "slot": slot.name, "config_text": self.target.text,
                    "config_file": self.target.config_path.name, "cache_dir": self.cfg.cache_dir,
-                   "repo_key": self._key, "num_gpus": self.cfg.num_gpus}
+                   "repo_key": self._key, "num_gpus": self.cfg.num_gpus,
+                   "confined": sandbox.probe().ok}  # then the node must sandbox too
         opts = {"num_cpus": self.cfg.num_cpus, "num_gpus": self.cfg.num_gpus,
                 "resources": {self.cfg.slot_resource: 1}, "max_retries": 0,
                 "retry_exceptions": False, "name": f"assay:{block.block_id}",
