@@ -79,7 +79,9 @@ def test_quiet_run_prints_one_line_per_decided_experiment(bare_target: Path) -> 
     assert "usable pair" not in proc.stdout and "queued" not in proc.stdout
     assert "1 slots" not in proc.stdout and "on 1 slot)" in proc.stdout
     body = lines[:lines.index(next(ln for ln in lines if "summary" in ln))]
-    assert all(LINE.match(ln) or ln.startswith("pair noise") for ln in body if ln), body
+    # one line per decided experiment, the calibration's, and the end's word on the trees
+    said = ("pair noise", "kept s0-a, s0-b in .assay/worktrees")
+    assert all(LINE.match(ln) or ln.startswith(said) for ln in body if ln), body
     assert "experiments: 3 finished (" in proc.stdout
 
     verbose = assay_cli("run", "-C", str(bare_target), "--budget", "2", "-v")  # a session
