@@ -237,8 +237,8 @@ def run_target(name: str, root: Path, patches: dict[str, tuple[str, str]],
     if r.returncode != 0:
         out.problems.append(f"init failed: {(r.stdout + r.stderr)[-600:]}")
         return out
-    folder = root / "patches"
-    folder.mkdir()
+    folder = root / "patches"  # init made it for the queue proposer it wrote
+    folder.mkdir(exist_ok=True)
     for fname, (hyp, diff) in patches.items():
         (folder / fname).write_text(f"# hypothesis: {hyp}\n{diff}")
     cfg = (root / "assay.toml").read_text()

@@ -212,7 +212,7 @@ def test_finalize_builds_with_the_compiler_cache_pointed_at_its_tree(
     finalize(root, measure_groups=False, reviewer=None)
     lines = [ln.split("|") for ln in log.read_text().splitlines()]
     assert lines, "finalize built nothing"
-    for cwd, ccache, sccache in lines:  # the finalize tree is its own base, as a slot's is
+    for cwd, ccache, sccache, *_ in lines:  # the finalize tree is its own base, as a slot's is
         assert Path(ccache).resolve() == Path(cwd).resolve(), lines
         assert Path(sccache).resolve() == Path(cwd).resolve(), lines
 

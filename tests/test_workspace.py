@@ -73,7 +73,8 @@ def test_a_quoted_utf8_path_is_unquoted_and_checked(tmp_path: Path) -> None:
     assert '"a/donn\\303\\251es/table.csv"' in diff  # git quotes the name
     assert patch_paths(diff).paths == ("données/table.csv", "src/é.py")
     target = parse('[metric]\nname = "m"\n[commands]\nbench = "true"\n'
-                   '[scope]\neditable = ["src/**", "données/**"]\nprotected = ["données/**"]\n',
+                   '[scope]\neditable = ["src/**", "données/**"]\n'
+                   'protected = ["données/table.csv"]\n',
                    root)
     with pytest.raises(PatchError, match=r"protected path 'données/table\.csv'"):
         check_scope(diff, target)
