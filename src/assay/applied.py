@@ -11,12 +11,11 @@ the path and the word ``symlink``, ``submodule`` or ``mode``.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import PatchError
+from .git import git
 
 LINK = "120000"
 SUBMODULE = "160000"
@@ -24,11 +23,7 @@ SUBMODULE = "160000"
 
 def _modes(tree: Path, args: list[str], sha_at: int) -> dict[str, tuple[str, str]]:
     """path -> (mode, object), from ``git <args> -z`` records ``<fields>\\t<path>``."""
-    proc = subprocess.run(["git", *args, "-z"], cwd=tree, capture_output=True,
-                          env={**os.environ, "LC_ALL": "C"})
-    if proc.returncode != 0:
-        raise PatchError(f"git {' '.join(args)} failed in {tree}: "
-                         f"{proc.stderr.decode(errors='replace').strip()}")
+    proc = git([*args, "-z"], tree, binary=True, error=PatchError)
     out: dict[str, tuple[str, str]] = {}
     for record in proc.stdout.split(b"\0"):
         if record:

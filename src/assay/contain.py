@@ -29,6 +29,7 @@ from pathlib import Path
 from . import sandbox
 from .config import Target
 from .errors import ConfigError, ExecutorError
+from .git import git
 from .proposers.sandbox import holdout_files
 
 # environment variables that name a cache folder a run writes (compilers, bytecode)
@@ -43,8 +44,7 @@ UNCONFINED = "unconfined"
 def git_folder(root: Path) -> Path | None:
     """The repository's (common) git folder, resolved (asked once per root)."""
     try:
-        r = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=root,
-                           capture_output=True, text=True, timeout=30, check=False)
+        r = git(["rev-parse", "--git-common-dir"], root, check=False, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     out = r.stdout.strip()

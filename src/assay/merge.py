@@ -7,13 +7,11 @@ real conflict names its files. The merge happens in a private index: no tree is 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .workspace import git
+from .git import git
 
 
 @dataclass(frozen=True)
@@ -30,17 +28,14 @@ def merge_onto(root: Path, patch: str, onto: str) -> Merged | None:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(["read-tree", onto], root, env=env)
         text = patch if patch.endswith("\n") else patch + "\n"
-        full_env = {**os.environ, **env}
-        as_written = subprocess.run(["git", "apply", "--cached", "--check",
-                                     "--whitespace=nowarn", "-"], cwd=root, input=text,
-                                    capture_output=True, text=True, env=full_env)
+        as_written = git(["apply", "--cached", "--check", "--whitespace=nowarn", "-"], root,
+                         input=text, env=env, check=False)
         if as_written.returncode == 0:
             return None
-        proc = subprocess.run(["git", "apply", "--cached", "--3way", "--whitespace=nowarn", "-"],
-                              cwd=root, input=text, capture_output=True, text=True,
-                              env=full_env)
+        proc = git(["apply", "--cached", "--3way", "--whitespace=nowarn", "-"], root,
+                   input=text, env=env, check=False)
         if proc.returncode == 0:
-            return Merged(git(["diff", "--cached", "--binary", onto], root, env=env), ())
-        unmerged = git(["ls-files", "--unmerged"], root, env=env).splitlines()
+            return Merged(git(["diff", "--cached", "--binary", onto], root, env=env).stdout, ())
+        unmerged = git(["ls-files", "--unmerged"], root, env=env).stdout.splitlines()
         files = sorted({line.split("\t", 1)[1] for line in unmerged if "\t" in line})
         return Merged("", tuple(files)) if files else None

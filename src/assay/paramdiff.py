@@ -14,8 +14,9 @@ from pathlib import Path
 
 from .config import Target
 from .errors import PatchError, WorkspaceError
+from .git import git
 from .model import ParamValue
-from .workspace import git, rewrite_assignment
+from .workspace import rewrite_assignment
 
 __all__ = ["params_diff"]
 
@@ -30,7 +31,7 @@ def params_diff(target: Target, base_commit: str, params: Mapping[str, ParamValu
     out: list[str] = []
     for file, values in by_file.items():
         try:
-            before = git(["show", f"{base_commit}:{file}"], Path(target.root))
+            before = git(["show", f"{base_commit}:{file}"], Path(target.root)).stdout
             after = before
             for name, value in values:
                 after = rewrite_assignment(after, name, value, file)

@@ -10,15 +10,14 @@ replayed on top), then builds the incumbent and runs its checks before anything 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import AssayError
+from .git import git
 from .model import ExperimentState, Incumbent
-from .workspace import git
 
 if TYPE_CHECKING:
     from .config import Target
@@ -45,12 +44,11 @@ def sessions(journal: Journal) -> list[dict[str, Any]]:
 
 
 def _subject(root: Path, commit: str) -> str:
-    return git(["log", "-1", "--format=%s", commit], root, check=False).strip()
+    return git(["log", "-1", "--format=%s", commit], root, check=False).stdout.strip()
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:
-    return subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=root,
-                          capture_output=True).returncode == 0
+    return git(["merge-base", "--is-ancestor", older, newer], root, check=False).returncode == 0
 
 
 _UNFINISHED = (ExperimentState.PROPOSED, ExperimentState.QUEUED, ExperimentState.RUNNING,
@@ -160,7 +158,7 @@ def preflight(target: Target, ws: Repository, executor: Executor, inc: Incumbent
 def holding_branch(root: Path, commit: str, fallback: str) -> str:
     """The ``assay/...`` branch whose tip is ``commit`` (the fallback when none is)."""
     out = git(["for-each-ref", "--format=%(refname:short)", "--points-at", commit,
-               "refs/heads/assay/"], root, check=False).split()
+               "refs/heads/assay/"], root, check=False).stdout.split()
     if fallback in out or not out:
         return fallback
     return out[0]
@@ -211,7 +209,7 @@ def reset(target: Target) -> list[str]:
                 p.unlink()
         for b in sorted(branches):
             ref = f"refs/heads/{b}"
-            if git(["rev-parse", "--verify", "-q", ref], target.root, check=False).strip():
+            if git(["rev-parse", "--verify", "-q", ref], target.root, check=False).stdout.strip():
                 git(["update-ref", "-d", ref], target.root)
                 done.append(f"deleted branch {b}")
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .config import Target
-from .workspace import git
+from .git import git
 
 
 @dataclass(frozen=True)

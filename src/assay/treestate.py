@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .workspace import BUILD_DIRS, git
+from .git import git
+from .workspace import BUILD_DIRS
 
 Stat = tuple[int, int, int, int, int]  # mode, size, mtime_ns, ctime_ns, inode
 BYTECODE = "<bytecode>/"  # the prefix of the tree's own bytecode files in a print
@@ -66,8 +66,7 @@ class TreePrint:
 
 
 def _ls(root: Path, *args: str) -> list[str]:
-    proc = subprocess.run(["git", "ls-files", "-z", *args], cwd=root, capture_output=True,
-                          env={**os.environ, "LC_ALL": "C"})
+    proc = git(["ls-files", "-z", *args], root, check=False, binary=True)
     return [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
 
 
@@ -135,9 +134,9 @@ def watched_files(root: Path, protected: Callable[[str], bool]) -> list[Path]:
     """The files of the user's checkout whose change would act later: the protected ones,
     ``assay.toml``, the repository's config and hooks."""
     names = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], root,
-                check=False).split("\0")
+                check=False).stdout.split("\0")
     out = [root / n for n in names if n and (n == "assay.toml" or protected(n))]
-    common_dir = git(["rev-parse", "--git-common-dir"], root, check=False).strip()
+    common_dir = git(["rev-parse", "--git-common-dir"], root, check=False).stdout.strip()
     if not common_dir:
         return out
     common = Path(common_dir)

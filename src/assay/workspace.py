@@ -16,7 +16,6 @@ import operator
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 from . import applied
 from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
+from .git import git
 from .model import ParamValue
 
 # Header lines (never hunk lines, which begin with " ", "+", "-" or "\\") that make or change
@@ -35,22 +35,6 @@ _SYMLINK = re.compile(r"^(?:new file mode|new mode|old mode) 120000\s*$"
 # Folders that hold build outputs: `git clean` leaves them in a slot's tree (warm builds)
 # even where the project does not ignore them.
 BUILD_DIRS = ("build/", "_build/", "cmake-build-*/", "builddir/", "target/")
-
-
-def git(args: Sequence[str], cwd: Path, *, input: str | None = None,
-        env: Mapping[str, str] | None = None, check: bool = True) -> str:
-    full_env = dict(os.environ)
-    full_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
-    if env:
-        full_env.update(env)
-    # assay's own git commands run no hook: a hook a candidate planted in the repository
-    # (post-checkout, reference-transaction) would run outside any sandbox
-    proc = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd,
-                          input=input, capture_output=True, text=True, env=full_env)
-    if check and proc.returncode != 0:
-        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd}: "
-                             f"{(proc.stderr or proc.stdout).strip()}")
-    return proc.stdout
 
 
 @dataclass(frozen=True)
@@ -67,10 +51,9 @@ def _numstat(patch: str, *flags: str) -> tuple[list[str], str]:
     old name of a rename or copy.
     """
     with tempfile.TemporaryDirectory(prefix="assay-patch-") as empty:  # outside any repo
-        proc = subprocess.run(["git", "apply", "--numstat", "-z", *flags, "-"], cwd=empty,
-                              input=patch.encode("utf-8", errors="surrogateescape"),
-                              capture_output=True,
-                              env={**os.environ, "GIT_DIR": os.devnull, "LC_ALL": "C"})
+        proc = git(["apply", "--numstat", "-z", *flags, "-"], empty, binary=True, check=False,
+                   input=patch.encode("utf-8", errors="surrogateescape"),
+                   env={"GIT_DIR": os.devnull})
     if proc.returncode != 0:
         return [], proc.stderr.decode(errors="replace").strip()
     names: list[str] = []
@@ -321,7 +304,7 @@ class Workspace:
         return f"assay/{self.run_name}"
 
     def _exclude_state_dir(self) -> None:
-        common = Path(git(["rev-parse", "--git-common-dir"], self.root).strip())
+        common = Path(git(["rev-parse", "--git-common-dir"], self.root).stdout.strip())
         if not common.is_absolute():
             common = self.root / common
         exclude = common / "info" / "exclude"
@@ -332,27 +315,23 @@ class Workspace:
                 fh.write(("\n" if text and not text.endswith("\n") else "") + "/.assay/\n")
 
     def head(self) -> str:
-        return git(["rev-parse", "HEAD"], self.root).strip()
+        return git(["rev-parse", "HEAD"], self.root).stdout.strip()
 
     def resolve(self, rev: str) -> str:
-        return git(["rev-parse", "--verify", f"{rev}^{{commit}}"], self.root).strip()
+        return git(["rev-parse", "--verify", f"{rev}^{{commit}}"], self.root).stdout.strip()
 
     def dirty(self) -> bool:
-        return bool(git(["status", "--porcelain", "--untracked-files=no"], self.root).strip())
+        return bool(git(["status", "--porcelain", "--untracked-files=no"],
+                        self.root).stdout.strip())
 
     def ensure_branch(self, base: str) -> str:
         """Create ``assay/<run-name>`` at ``base`` unless it exists; return its tip."""
         ref = f"refs/heads/{self.branch}"
-        existing = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).strip()
+        existing = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).stdout.strip()
         if existing:
             return existing
         git(["update-ref", ref, base, ""], self.root)
         return base
-
-    def branch_tip(self) -> str | None:
-        out = git(["rev-parse", "--verify", "-q", f"refs/heads/{self.branch}"], self.root,
-                  check=False).strip()
-        return out or None
 
     def clear_stale_locks(self) -> list[str]:
         """Remove git lock files a killed run left in assay's own worktrees and run branch.
@@ -361,7 +340,7 @@ class Workspace:
         removed (a leftover ``index.lock`` would otherwise fail every block on its slot).
         """
         removed: list[str] = []
-        common = Path(git(["rev-parse", "--git-common-dir"], self.root).strip())
+        common = Path(git(["rev-parse", "--git-common-dir"], self.root).stdout.strip())
         if not common.is_absolute():
             common = self.root / common
         candidates = [common / "refs" / "heads" / f"{self.branch}.lock"]
@@ -389,15 +368,6 @@ class Workspace:
             git(["worktree", "add", "--detach", "-f", str(path), "HEAD"], self.root)
         return path
 
-    def is_clean(self, path: Path, commit: str) -> bool:
-        """True when ``path`` is at ``commit`` with no change and no untracked file."""
-        out = git(["status", "--porcelain=v2", "--branch", "--untracked-files=all"], path,
-                  check=False)
-        lines = out.splitlines()
-        oid = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid")), "")
-        changes = [ln for ln in lines if not ln.startswith("#")]
-        return oid == commit and not changes
-
     def reset(self, path: Path, commit: str) -> None:
         """Check out ``commit``, dropping changes; build folders stay (warm builds)."""
         git(["checkout", "-q", "--force", "--detach", commit], path)
@@ -406,15 +376,15 @@ class Workspace:
 
     def checked_out(self, path: Path) -> str:
         """The commit ``path`` has checked out."""
-        return git(["rev-parse", "HEAD"], path).strip()
+        return git(["rev-parse", "HEAD"], path).stdout.strip()
 
     def fingerprint(self, path: Path) -> str:
         """What ``path`` holds: its HEAD plus its tracked and staged changes (a digest).
 
         Build outputs and untracked files are left out, so a build does not change it.
         """
-        head = git(["rev-parse", "HEAD"], path, check=False).strip()
-        diff = git(["diff", "HEAD", "--binary"], path, check=False)
+        head = git(["rev-parse", "HEAD"], path, check=False).stdout.strip()
+        diff = git(["diff", "HEAD", "--binary"], path, check=False).stdout
         return hashlib.sha256(f"{head}\n{diff}".encode()).hexdigest()[:24]
 
     def bytecode_dir(self, tree: Path) -> Path:
@@ -490,8 +460,8 @@ class Workspace:
 
     def apply(self, path: Path, patch: str) -> None:
         text = patch if patch.endswith("\n") else patch + "\n"
-        proc = subprocess.run(["git", "apply", "--index", "--whitespace=nowarn", "-"], cwd=path,
-                              input=text, capture_output=True, text=True)
+        proc = git(["apply", "--index", "--whitespace=nowarn", "-"], path, input=text,
+                   check=False)
         if proc.returncode != 0:
             raise PatchError(f"patch does not apply: {proc.stderr.strip()}")
 
@@ -507,34 +477,32 @@ class Workspace:
             git(["read-tree", base], self.root, env=env)
             if patch.strip():
                 text = patch if patch.endswith("\n") else patch + "\n"
-                proc = subprocess.run(["git", "apply", "--cached", "--whitespace=nowarn", "-"],
-                                      cwd=self.root, input=text, capture_output=True, text=True,
-                                      env={**os.environ, **env})
+                proc = git(["apply", "--cached", "--whitespace=nowarn", "-"], self.root,
+                           input=text, env=env, check=False)
                 if proc.returncode != 0:
                     raise PatchError(f"patch does not apply to {base[:12]}: "
                                      f"{proc.stderr.strip()}")
             for name, value in assign.items():
                 spec = by_name[name]
-                old = git(["cat-file", "-p", f":{spec.file}"], self.root, env=env)
+                old = git(["cat-file", "-p", f":{spec.file}"], self.root, env=env).stdout
                 new = rewrite_assignment(old, name, value, spec.file)
-                blob = git(["hash-object", "-w", "--stdin"], self.root, input=new).strip()
-                mode = git(["ls-files", "-s", "--", spec.file], self.root, env=env).split()[0]
+                blob = git(["hash-object", "-w", "--stdin"], self.root, input=new).stdout.strip()
+                mode = git(["ls-files", "-s", "--", spec.file], self.root,
+                           env=env).stdout.split()[0]
                 git(["update-index", "--cacheinfo", f"{mode},{blob},{spec.file}"], self.root,
                     env=env)
-            tree = git(["write-tree"], self.root, env=env).strip()
+            tree = git(["write-tree"], self.root, env=env).stdout.strip()
         ident = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
                  "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost"}
-        sha = git(["commit-tree", tree, "-p", base, "-m", message], self.root, env=ident).strip()
+        sha = git(["commit-tree", tree, "-p", base, "-m", message], self.root,
+                  env=ident).stdout.strip()
         ref = f"refs/heads/{self.branch}"
-        old_tip = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).strip()
+        old_tip = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).stdout.strip()
         git(["update-ref", ref, sha, old_tip or ""], self.root)
         return sha
 
-    def full_diff(self, base: str, commit: str) -> str:
-        return git(["diff", base, commit], self.root)
-
     def file_at(self, commit: str, path: str) -> str:
-        return git(["show", f"{commit}:{path}"], self.root)
+        return git(["show", f"{commit}:{path}"], self.root).stdout
 
     def editable_files(self, commit: str, limit_bytes: int = 200_000) -> dict[str, str]:
         """The editable text files at ``commit``, up to ``limit_bytes`` in total.
@@ -544,7 +512,8 @@ class Workspace:
         from .proposers.sandbox import holdout_files
 
         # -z: names verbatim (git quotes non-ASCII names otherwise, and no glob matches those)
-        listing = [r for r in git(["ls-tree", "-r", "-l", "-z", commit], self.root).split("\0")
+        listing = [r for r in git(["ls-tree", "-r", "-l", "-z", commit],
+                                  self.root).stdout.split("\0")
                    if r]
         held = holdout_files(self.target, [r.partition("\t")[2] for r in listing])
         wanted: list[tuple[str, str]] = []
@@ -564,9 +533,8 @@ class Workspace:
             total += size
         if not wanted:
             return {}
-        proc = subprocess.run(["git", "cat-file", "--batch"], cwd=self.root,
-                              input="".join(f"{sha}\n" for _, sha in wanted).encode(),
-                              capture_output=True, check=True)
+        proc = git(["cat-file", "--batch"], self.root, binary=True,
+                   input="".join(f"{sha}\n" for _, sha in wanted).encode())
         out: dict[str, str] = {}
         data, pos = proc.stdout, 0
         for name, _sha in wanted:
@@ -584,8 +552,3 @@ class Workspace:
         path = self.tree(f"propose-{name}")
         self.reset(path, commit)
         return path
-
-    def diff_of(self, path: Path) -> str:
-        """The worktree's changes against its HEAD, new files included."""
-        git(["add", "-A", "--intent-to-add", "."], path)
-        return git(["diff", "HEAD", "--binary"], path)

@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import WorkspaceError
-from ..workspace import git
+from ..git import git
 
 BUNDLE_REF = "refs/assay/bundle"
 
 
 def _objects_dir(root: Path) -> Path:
-    common = Path(git(["rev-parse", "--git-common-dir"], root).strip())
+    common = Path(git(["rev-parse", "--git-common-dir"], root).stdout.strip())
     if not common.is_absolute():
         common = root / common
     return (common / "objects").resolve()
@@ -36,8 +36,8 @@ def _objects_dir(root: Path) -> Path:
 
 def make_bundle(root: Path, commit: str, exclude: Sequence[str] = ()) -> bytes:
     """A bundle of ``commit`` with its history, minus what ``exclude`` commits reach."""
-    commit = git(["rev-parse", "--verify", f"{commit}^{{commit}}"], root).strip()
-    excl = [git(["rev-parse", "--verify", f"{e}^{{commit}}"], root).strip() for e in exclude]
+    commit = git(["rev-parse", "--verify", f"{commit}^{{commit}}"], root).stdout.strip()
+    excl = [git(["rev-parse", "--verify", f"{e}^{{commit}}"], root).stdout.strip() for e in exclude]
     excl = [e for e in excl if e != commit]
     with tempfile.TemporaryDirectory(prefix="assay-bundle-") as tmp:
         bare = Path(tmp) / "repo.git"
@@ -50,7 +50,7 @@ def make_bundle(root: Path, commit: str, exclude: Sequence[str] = ()) -> bytes:
 
 
 def has_commit(repo: Path, commit: str) -> bool:
-    return git(["cat-file", "-t", commit], repo, check=False).strip() == "commit"
+    return git(["cat-file", "-t", commit], repo, check=False).stdout.strip() == "commit"
 
 
 def fetch_bundle(repo: Path, data: bytes) -> str:
@@ -60,7 +60,7 @@ def fetch_bundle(repo: Path, data: bytes) -> str:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         git(["fetch", "-q", "--no-tags", name, f"+{BUNDLE_REF}:{BUNDLE_REF}"], repo)
-        return git(["rev-parse", BUNDLE_REF], repo).strip()
+        return git(["rev-parse", BUNDLE_REF], repo).stdout.strip()
     finally:
         os.unlink(name)
 
@@ -110,7 +110,7 @@ def ensure_commit(repo: Path, commit: str,
 
 def _set_head(repo: Path, commit: str) -> None:
     # `git worktree add ... HEAD` needs a born HEAD; the clone's own tree is never used.
-    current = git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).strip()
+    current = git(["rev-parse", "--verify", "-q", "HEAD"], repo, check=False).stdout.strip()
     if not current:
         git(["update-ref", "HEAD", commit], repo)
 

@@ -9,29 +9,29 @@ so that :meth:`Refs.rollback` puts each one back as it was.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import FinalizeError
-from ..workspace import git
+from ..git import git
 
 IDENT = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
          "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost"}
 
 
 def rev(root: Path, name: str) -> str | None:
-    out = git(["rev-parse", "--verify", "-q", f"{name}^{{commit}}"], root, check=False).strip()
+    out = git(["rev-parse", "--verify", "-q", f"{name}^{{commit}}"], root,
+              check=False).stdout.strip()
     return out or None
 
 
 def tree_of(root: Path, commit: str) -> str:
-    return git(["rev-parse", f"{commit}^{{tree}}"], root).strip()
+    return git(["rev-parse", f"{commit}^{{tree}}"], root).stdout.strip()
 
 
 def merge_base(root: Path, a: str, b: str) -> str:
-    out = git(["merge-base", a, b], root, check=False).strip()
+    out = git(["merge-base", a, b], root, check=False).stdout.strip()
     if not out:
         raise FinalizeError(f"{a} and {b} have no common ancestor; finalize needs the run "
                             "branch to start from the user's history")
@@ -40,18 +40,18 @@ def merge_base(root: Path, a: str, b: str) -> str:
 
 def changed_files(root: Path, a: str, b: str) -> tuple[str, ...]:
     """Paths that differ between two commits (a rename counts as both of its paths)."""
-    out = git(["diff", "--no-renames", "--name-only", "-z", a, b], root)
+    out = git(["diff", "--no-renames", "--name-only", "-z", a, b], root).stdout
     return tuple(p for p in out.split("\0") if p)
 
 
 def commits_between(root: Path, base: str, tip: str) -> list[str]:
     """The commits of ``base..tip``, oldest first, first parents only."""
-    out = git(["rev-list", "--reverse", "--first-parent", f"{base}..{tip}"], root)
+    out = git(["rev-list", "--reverse", "--first-parent", f"{base}..{tip}"], root).stdout
     return out.split()
 
 
 def diff(root: Path, a: str, b: str) -> str:
-    return git(["diff", "--binary", "--no-renames", a, b], root)
+    return git(["diff", "--binary", "--no-renames", a, b], root).stdout
 
 
 def _in_index(root: Path, base: str, steps: Iterable[tuple[str, str]]) -> str:
@@ -60,7 +60,7 @@ def _in_index(root: Path, base: str, steps: Iterable[tuple[str, str]]) -> str:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git(["read-tree", base], root, env=env)
         for source, path in steps:
-            entry = git(["ls-tree", source, "--", path], root).strip()
+            entry = git(["ls-tree", source, "--", path], root).stdout.strip()
             if entry:
                 meta, _, _name = entry.partition("\t")
                 mode, _kind, sha = meta.split()
@@ -68,7 +68,7 @@ def _in_index(root: Path, base: str, steps: Iterable[tuple[str, str]]) -> str:
                     env=env)
             else:
                 git(["update-index", "--force-remove", "--", path], root, env=env)
-        return git(["write-tree"], root, env=env).strip()
+        return git(["write-tree"], root, env=env).stdout.strip()
 
 
 def tree_with(root: Path, base: str, source: str, files: Sequence[str]) -> str:
@@ -85,17 +85,17 @@ def union_tree(root: Path, base: str, commits: Sequence[str]) -> str:
             patch = diff(root, base, c)
             if not patch.strip():
                 continue
-            proc = subprocess.run(["git", "apply", "--cached", "--binary", "-"], cwd=root,
-                                  input=patch, capture_output=True, text=True, env=env)
+            proc = git(["apply", "--cached", "--binary", "-"], root, input=patch, env=env,
+                       check=False)
             if proc.returncode != 0:
                 raise FinalizeError(f"the changes of {c[:12]} do not apply together with the "
                                     f"others: {proc.stderr.strip()}")
-        return git(["write-tree"], root, env=env).strip()
+        return git(["write-tree"], root, env=env).stdout.strip()
 
 
 def commit_tree(root: Path, tree: str, parent: str, message: str) -> str:
     return git(["commit-tree", tree, "-p", parent, "-F", "-"], root, input=message,
-               env=IDENT).strip()
+               env=IDENT).stdout.strip()
 
 
 class Refs:

@@ -43,10 +43,12 @@ from typing import Any
 
 from .. import contain, keys, process
 from ..config import Section, Target
-from ..errors import ReviewError
+from ..errors import ProposerError, ReviewError
+from ..git import git
 from ..meter import prompt_tokens
+from ..proposers.llm import LLMProposer
+from ..registry import REVIEWERS
 from ..usage import Usage
-from ..workspace import git
 
 REVIEW_SYSTEM = ("You review performance optimizations for correctness against a project's "
                  "conventions. Answer only with the JSON object asked for.")
@@ -265,8 +267,6 @@ class LLMReviewer(Reviewer):
 
     @classmethod
     def from_target(cls, target: Target) -> LLMReviewer:
-        from ..proposers.llm import LLMProposer
-
         return cls(LLMProposer.from_target(target).client)
 
     def worst_call(self, request: Request) -> tuple[str, int, int] | None:
@@ -275,8 +275,6 @@ class LLMReviewer(Reviewer):
                 settings.max_tokens)
 
     def review(self, request: Request) -> list[Finding]:
-        from ..errors import ProposerError
-
         try:
             reply = self.client.complete(REVIEW_SYSTEM,
                                          [{"role": "user", "content": request.prompt()}])
@@ -340,6 +338,11 @@ class AgentReviewer(Reviewer):
         return found
 
 
+def no_reviewer(target: Target, sec: Section) -> Reviewer | None:
+    sec.reject_unknown(("reviewer",))
+    return None
+
+
 def command_reviewer(target: Target, sec: Section) -> Reviewer:
     cmd = sec.get("command", str, valid="a shell command, e.g. \"make asan-check\"")
     if not cmd.strip():
@@ -365,18 +368,17 @@ def llm_reviewer(target: Target, sec: Section) -> Reviewer:
 
 def from_target(target: Target) -> Reviewer | None:
     """The reviewer ``[finalize.review] reviewer`` names (see assay.registry), or None."""
-    from ..registry import REVIEWERS
-
     sec = target.section("finalize.review")
     kind = sec.choice("reviewer", REVIEWERS.names, "none")
-    return REVIEWERS.get(kind)(target, sec)
+    reviewer: Reviewer | None = REVIEWERS.get(kind)(target, sec)
+    return reviewer
 
 
 # ------------------------------------------------------------------ the request
 
 
 def _ls(root: Path, commit: str) -> list[str]:
-    return git(["ls-tree", "-r", "--name-only", commit], root).splitlines()
+    return git(["ls-tree", "-r", "--name-only", commit], root).stdout.splitlines()
 
 
 def contribution_notes(root: Path, commit: str, limit: int = 12_000) -> str:
@@ -387,7 +389,7 @@ def contribution_notes(root: Path, commit: str, limit: int = 12_000) -> str:
     out: list[str] = []
     total = 0
     for name in picked:
-        text = git(["show", f"{commit}:{name}"], root, check=False)
+        text = git(["show", f"{commit}:{name}"], root, check=False).stdout
         room = limit - total
         if room <= 200:
             out.append(f"(further notes not shown: {', '.join(picked[len(out):])})")
@@ -410,12 +412,12 @@ def surrounding(root: Path, base: str, commit: str, files: Sequence[str],
     names: dict[str, None] = {}
     spans: dict[str, list[tuple[int, int]]] = {}
     for f in files:
-        text = git(["show", f"{commit}:{f}"], root, check=False)
+        text = git(["show", f"{commit}:{f}"], root, check=False).stdout
         if not text:
             out.append(f"### {f}: removed")
             continue
         lines = text.splitlines()
-        hunks = git(["diff", "-U0", "--no-renames", base, commit, "--", f], root)
+        hunks = git(["diff", "-U0", "--no-renames", base, commit, "--", f], root).stdout
         ranges: list[tuple[int, int]] = []
         for h in re.finditer(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", hunks, re.M):
             start, count = int(h.group(1)), int(h.group(2) or "1")
@@ -437,7 +439,7 @@ def surrounding(root: Path, base: str, commit: str, files: Sequence[str],
             out.append(f"### {f}, lines {a}-{b}\n{body}")
     uses: list[str] = []
     for name in list(names)[:40]:
-        found = git(["grep", "-n", "-w", "-F", name, commit, "--"], root, check=False)
+        found = git(["grep", "-n", "-w", "-F", name, commit, "--"], root, check=False).stdout
         for hit in found.splitlines():
             _, path, no, code = ([*hit.split(":", 3), "", "", ""])[:4]
             if not no.isdigit():
@@ -455,7 +457,7 @@ def surrounding(root: Path, base: str, commit: str, files: Sequence[str],
 
 def build_request(root: Path, group: str, title: str, base: str, commit: str,
                   files: Sequence[str], worktree: Path) -> Request:
-    diff = git(["diff", "--no-renames", base, commit], root)
+    diff = git(["diff", "--no-renames", base, commit], root).stdout
     return Request(group=group, title=title, diff=diff,
                    surrounding=surrounding(root, base, commit, files),
                    notes=contribution_notes(root, base), files=tuple(files),

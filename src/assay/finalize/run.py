@@ -31,6 +31,7 @@ from typing import Any
 from .. import api, fingerprint, process, verify
 from ..config import Target
 from ..errors import CapReached, FinalizeError
+from ..git import git
 from ..journal import Journal
 from ..lock import RunLock
 from ..meter import Meter, caps_of
@@ -38,7 +39,7 @@ from ..model import ExperimentState
 from ..platforms import PlatformSpec
 from ..prices import for_target
 from ..worker import _prep, cache_env
-from ..workspace import Workspace, git, split_params
+from ..workspace import Workspace, split_params
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
 
@@ -65,11 +66,11 @@ def kept_changes(root: Path, journal: Journal, base: str, final: str) -> list[Ch
     kept = {e.commit: e for e in journal.experiments([ExperimentState.KEPT]) if e.commit}
     out: list[Change] = []
     for sha in branches.commits_between(root, base, final):
-        parent = git(["rev-parse", f"{sha}^"], root).strip()
+        parent = git(["rev-parse", f"{sha}^"], root).stdout.strip()
         files = branches.changed_files(root, parent, sha)
         exp = kept.get(sha)
         if exp is None:
-            subject = git(["log", "-1", "--format=%s", sha], root).strip()
+            subject = git(["log", "-1", "--format=%s", sha], root).stdout.strip()
             out.append(Change(sha, parent, files, hypothesis=subject))
             continue
         d = exp.decision
@@ -271,7 +272,7 @@ def _branches(target: Target, run: str, base: str, final: str, groups: Sequence[
     union = branches.union_tree(root, base, [o.commit for o in outcomes])
     final_tree = branches.tree_of(root, final)
     if union != final_tree:
-        missing = git(["diff", "--name-only", union, final_tree], root).split()
+        missing = git(["diff", "--name-only", union, final_tree], root).stdout.split()
         raise FinalizeError(f"the {len(outcomes)} group branches together do not reproduce "
                             f"assay/{run}: {', '.join(missing) or 'the trees'} differ; "
                             "nothing was kept")

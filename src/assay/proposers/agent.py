@@ -72,6 +72,8 @@ from .. import keys
 from ..config import Target, glob_match
 from ..contain import spec_for
 from ..errors import ProposerError
+from ..git import git
+from ..journal import Journal
 from ..model import Candidate
 from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
 from ..process import run as run_process
@@ -80,7 +82,7 @@ from ..usage import Usage
 from .base import ProposalContext, Proposer
 from .cli_usage import read_usage
 from .context import build_context, incumbent_files
-from .edits import DIFF_ARGS, git, path_problem, rejected
+from .edits import DIFF_ARGS, path_problem, rejected
 from .sandbox import hidden_paths, private_checkout
 
 BRIEF_NAME = ".assay-brief.md"
@@ -353,15 +355,19 @@ class AgentProposer(Proposer):
         """The worktree's change against ``commit``, new files included, scratch dropped."""
         for name in (BRIEF_NAME, HYPOTHESIS_NAME):
             (tree / name).unlink(missing_ok=True)
-        others = git(tree, "ls-files", "--others", "--exclude-standard", "-z").stdout
+        others = git(["ls-files", "--others", "--exclude-standard", "-z"], tree, plain=True,
+                     binary=True, error=ProposerError).stdout
         for raw in others.split(b"\0"):
             path = raw.decode(errors="surrogateescape")
             if path and self._ignored(path):
                 (tree / path).unlink(missing_ok=True)
-        git(tree, "add", "--intent-to-add", "--all", "--", ".")
-        names = git(tree, *DIFF_ARGS, "--name-only", "-z", commit).stdout
+        git(["add", "--intent-to-add", "--all", "--", "."], tree, plain=True, binary=True,
+            error=ProposerError)
+        names = git([*DIFF_ARGS, "--name-only", "-z", commit], tree, plain=True, binary=True,
+                    error=ProposerError).stdout
         paths = tuple(p.decode(errors="surrogateescape") for p in names.split(b"\0") if p)
-        patch = git(tree, *DIFF_ARGS, commit).stdout.decode(errors="replace")
+        patch = git([*DIFF_ARGS, commit], tree, plain=True, binary=True,
+                    error=ProposerError).stdout.decode(errors="replace")
         return patch, paths
 
     def _ignored(self, path: str) -> bool:
@@ -386,3 +392,7 @@ def _hypothesis(hyp_file: Path, output: str) -> str:
             found = m.group(1)
     return found[:300]
 
+
+def make_proposer(target: Target, journal: Journal) -> AgentProposer:
+    """The proposer ``[proposer.agent]`` describes (it needs no history)."""
+    return AgentProposer.from_target(target)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from ..config import Target
 from ..errors import ProposerError
+from ..git import git
 from ..model import Hypothesis
 from .base import ExperimentSummary, ProposalContext
 
@@ -95,11 +96,10 @@ def _ordered_history(history: Sequence[ExperimentSummary]) -> list[ExperimentSum
 def incumbent_files(target: Target, commit: str, max_files: int = 200,
                     max_bytes: int = 1_000_000) -> dict[str, str]:
     """Editable, unprotected text files of ``commit`` (for contexts that were not given any)."""
-    from .edits import git
-
     out: dict[str, str] = {}
     try:
-        names = git(target.root, "ls-tree", "-r", "-z", "--name-only", commit).stdout
+        names = git(["ls-tree", "-r", "-z", "--name-only", commit], target.root, plain=True,
+                    binary=True, error=ProposerError).stdout
     except (ProposerError, OSError):  # no repository or no such commit: no files
         return out
     from .sandbox import holdout_files
@@ -110,7 +110,8 @@ def incumbent_files(target: Target, commit: str, max_files: int = 200,
         if not path or not target.is_editable(path) or target.is_protected(path) \
                 or path in held:  # a file the holdout command names never reaches a proposer
             continue
-        blob = git(target.root, "show", f"{commit}:{path}", check=False).stdout
+        blob = git(["show", f"{commit}:{path}"], target.root, check=False, plain=True, binary=True,
+                   error=ProposerError).stdout
         if b"\0" in blob[:8000] or len(blob) > max_bytes:
             continue
         try:

@@ -46,9 +46,7 @@ expects. The scope check (:func:`path_problem`) and the rejection convention
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +55,7 @@ from typing import Any
 
 from ..config import Target
 from ..errors import PatchError, ProposerError
+from ..git import git
 from ..model import Candidate
 
 WHOLE_FILE_MAX_BYTES = 8000
@@ -282,10 +281,6 @@ def path_problem(target: Target, path: str) -> str | None:
     return None
 
 
-def scope_problems(target: Target, paths: Iterable[str]) -> list[str]:
-    return [p for p in (path_problem(target, x) for x in paths) if p]
-
-
 # ---------------------------------------------------------------------------- applying
 
 
@@ -467,27 +462,6 @@ def apply_blocks(blocks: Iterable[EditBlock], read: Callable[[str], str | None],
 # ---------------------------------------------------------------------------- diffs
 
 
-def git_env() -> dict[str, str]:
-    """The environment for assay's own git calls: no user or system configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0",
-               LC_ALL="C")
-    return env
-
-
-def git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
-        input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    proc = subprocess.run(
-        ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=off",
-         "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", *args],
-        cwd=cwd, capture_output=True, env=dict(env) if env is not None else git_env(),
-        input=input, check=False)
-    if check and proc.returncode != 0:
-        raise ProposerError(f"git {' '.join(args[:3])} failed in {cwd.name}: "
-                            f"{proc.stderr.decode(errors='replace').strip()[:500]}")
-    return proc
-
-
 DIFF_ARGS = ("diff", "--no-color", "--no-ext-diff", "--binary", "--no-renames",
              "--src-prefix=a/", "--dst-prefix=b/")
 
@@ -496,21 +470,22 @@ def unified_diff(changes: Mapping[str, tuple[str | None, str]]) -> str:
     """``git diff`` of old -> new texts, computed in a scratch repository."""
     with tempfile.TemporaryDirectory(prefix="assay-diff-") as tmp:
         root = Path(tmp)
-        git(root, "init", "-q")
+        git(["init", "-q"], root, plain=True, binary=True, error=ProposerError)
         for path, (old, _) in changes.items():
             if old is not None:
                 f = root / path
                 f.parent.mkdir(parents=True, exist_ok=True)
                 f.write_bytes(old.encode())
-        git(root, "add", "-A")
-        git(root, "-c", "user.name=assay", "-c", "user.email=assay@localhost",
-            "-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", "base")
+        git(["add", "-A"], root, plain=True, binary=True, error=ProposerError)
+        git(["-c", "user.name=assay", "-c", "user.email=assay@localhost", "-c",
+             "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", "base"], root,
+            plain=True, binary=True, error=ProposerError)
         for path, (_, new) in changes.items():
             f = root / path
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_bytes(new.encode())
-        git(root, "add", "-N", "--", *changes)
-        return git(root, *DIFF_ARGS).stdout.decode()
+        git(["add", "-N", "--", *changes], root, plain=True, binary=True, error=ProposerError)
+        return git([*DIFF_ARGS], root, plain=True, binary=True, error=ProposerError).stdout.decode()
 
 
 # ---------------------------------------------------------------------------- rejection

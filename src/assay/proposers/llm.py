@@ -68,6 +68,8 @@ from typing import Any
 from .. import keys
 from ..config import Target
 from ..errors import CapReached, ProposerError
+from ..git import git
+from ..journal import Journal
 from ..meter import Meter, prompt_tokens
 from ..model import Candidate
 from ..usage import Usage
@@ -87,7 +89,6 @@ from .edits import (
     WHOLE_FILE_MAX_BYTES,
     EditError,
     apply_blocks,
-    git,
     parse_reply,
     path_problem,
     rejected,
@@ -233,7 +234,8 @@ class LLMProposer(Proposer):
         def read(path: str) -> str | None:
             if path in files:
                 return files[path]
-            proc = git(self.target.root, "show", f"{commit}:{path}", check=False)
+            proc = git(["show", f"{commit}:{path}"], self.target.root, check=False, plain=True,
+                       binary=True, error=ProposerError)
             if proc.returncode != 0:
                 return None
             try:
@@ -305,3 +307,8 @@ class LLMProposer(Proposer):
             self.client.close()
         except Exception as exc:  # pragma: no cover - best effort
             raise ProposerError(f"closing the chat client failed: {exc}") from exc
+
+
+def make_proposer(target: Target, journal: Journal) -> LLMProposer:
+    """The proposer ``[proposer.llm]`` describes (it needs no history)."""
+    return LLMProposer.from_target(target)

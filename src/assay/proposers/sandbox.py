@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 from pathlib import Path
 
 from ..config import Target, glob_match
 from ..errors import ProposerError
-from .edits import git
+from ..git import git
 
 _IDENT = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
           "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost",
@@ -46,7 +45,8 @@ def private_checkout(target: Target, commit: str, dest: Path) -> str:
 
     Returns the commit of that repository holding them: diff the agent's work against it.
     """
-    listing = git(target.root, "ls-tree", "-r", "-z", "--full-tree", commit).stdout
+    listing = git(["ls-tree", "-r", "-z", "--full-tree", commit], target.root, plain=True,
+                  binary=True, error=ProposerError).stdout
     entries: list[tuple[str, str, str]] = []  # (mode, sha, path)
     for record in listing.split(b"\0"):
         if not record:
@@ -59,8 +59,9 @@ def private_checkout(target: Target, commit: str, dest: Path) -> str:
     wanted = [e for e in entries if e[2] not in hidden]
     dest.mkdir(parents=True)
     if wanted:
-        batch = git(target.root, "cat-file", "--batch",
-                    input="".join(f"{sha}\n" for _, sha, _ in wanted).encode()).stdout
+        batch = git(["cat-file", "--batch"], target.root,
+                    input="".join(f"{sha}\n" for _, sha, _ in wanted).encode(), plain=True,
+                    binary=True, error=ProposerError).stdout
         pos = 0
         for mode, _sha, path in wanted:
             end = batch.index(b"\n", pos)
@@ -75,14 +76,16 @@ def private_checkout(target: Target, commit: str, dest: Path) -> str:
             out.write_bytes(body)
             if mode == "100755":
                 out.chmod(0o755)
-    git(dest, "init", "-q")
-    git(dest, "add", "-A", "-f", "--", ".")  # tracked files matching .gitignore too
-    env = {**os.environ, **_IDENT, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    proc = subprocess.run(["git", "commit", "-q", "--allow-empty", "--no-verify", "-m",
-                           "incumbent"], cwd=dest, env=env, capture_output=True, text=True)
+    git(["init", "-q"], dest, plain=True, binary=True, error=ProposerError)
+    # tracked files matching .gitignore too
+    git(["add", "-A", "-f", "--", "."], dest, plain=True, binary=True, error=ProposerError)
+    env = {**_IDENT, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    proc = git(["commit", "-q", "--allow-empty", "--no-verify", "-m", "incumbent"], dest, env=env,
+               check=False)
     if proc.returncode != 0:
         raise ProposerError(f"cannot prepare the agent's checkout in {dest}: {proc.stderr}")
-    return git(dest, "rev-parse", "HEAD").stdout.decode().strip()
+    return git(["rev-parse", "HEAD"], dest, plain=True, binary=True,
+               error=ProposerError).stdout.decode().strip()
 
 
 def hidden_paths(target: Target, tree: Path) -> list[Path]:
@@ -96,12 +99,13 @@ def hidden_paths(target: Target, tree: Path) -> list[Path]:
     root = target.root.resolve()
     out: list[Path] = [target.state_dir.resolve()]
     dotgit = root / ".git"
-    common = git(root, "rev-parse", "--git-common-dir", check=False).stdout.decode().strip()
+    common = git(["rev-parse", "--git-common-dir"], root, check=False, plain=True, binary=True,
+                 error=ProposerError).stdout.decode().strip()
     if common:
         out.append((root / common).resolve())
     out.append(dotgit)
-    names = git(root, "ls-files", "-z", check=False).stdout.decode(
-        "utf-8", errors="surrogateescape").split("\0")
+    names = git(["ls-files", "-z"], root, check=False, plain=True, binary=True,
+                error=ProposerError).stdout.decode("utf-8", errors="surrogateescape").split("\0")
     held = holdout_files(target, [n for n in names if n])
     if target.holdout_files:  # untracked files matching [scope] holdout, too
         for dirpath, dirnames, filenames in os.walk(root):

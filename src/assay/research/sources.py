@@ -12,7 +12,6 @@ Git URLs are cloned shallow into ``.assay/research/repos/<name>-<hash>`` once an
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -20,7 +19,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import glob_match
 from ..errors import AssayError, require
+from ..git import git
 
 DOC_EXTS = frozenset({".md", ".markdown", ".txt", ".rst", ".adoc", ".org", ".tex"})
 CODE_EXTS = frozenset({
@@ -182,11 +183,8 @@ def materialize(source: Source, state_dir: Path, *, offline: bool = False,
     tmp = dest.with_name(dest.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        proc = subprocess.run(
-            ["git", "clone", "--depth", "1", "--quiet", source.location, str(tmp)],
-            capture_output=True, text=True, timeout=timeout_s,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-        )
+        proc = git(["clone", "--depth", "1", "--quiet", source.location, str(tmp)], Path.cwd(),
+                   check=False, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SourceError(f"cloning {source.location} took over {timeout_s:.0f}s; "
@@ -261,8 +259,6 @@ def _read_pdf(path: Path, source: Source, cite: str) -> Document:
 
 def code_files(top: Path, patterns: Sequence[str] = ()) -> list[Path]:
     """Code files under ``top`` (optionally only those matching repository globs)."""
-    from ..config import glob_match
-
     out = []
     for p in walk_files(top):
         if p.suffix not in CODE_EXTS:

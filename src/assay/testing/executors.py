@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ import pytest
 
 from .. import config
 from ..executors.base import Executor
+from ..git import git
 from ..model import Block, BlockKind, BlockResult, Candidate, Incumbent, RunStatus
 from ..workspace import Workspace
 
@@ -106,11 +106,8 @@ set = {{ MARK_DIR = "{mark_dir}", WORK_S = "{work_s}" }}
 '''
 
 
-def git(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env=env).stdout
+IDENT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+         "GIT_COMMITTER_EMAIL": "t@t"}
 
 
 @dataclass
@@ -149,12 +146,12 @@ def make_kit_repo(base: Path, executor: str = "local", slots: int = 2, work_s: f
     marks = base / "marks"
     root.mkdir(parents=True)
     marks.mkdir()
-    git(["init", "-q", "-b", "main"], root)
+    git(["init", "-q", "-b", "main"], root, env=IDENT)
     (root / "bench.py").write_text(BENCH)
     (root / "mode.txt").write_text("ok\n")
     (root / "assay.toml").write_text(config_text(marks, work_s, slots, executor, extra))
-    git(["add", "-A"], root)
-    git(["commit", "-qm", "init"], root)
+    git(["add", "-A"], root, env=IDENT)
+    git(["commit", "-qm", "init"], root, env=IDENT)
     target = config.load(root)
     ws = Workspace(target, "main")
     return KitRepo(root, marks, target, ws, ws.head())
