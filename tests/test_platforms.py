@@ -12,8 +12,8 @@ import pytest
 
 from assay import config
 from assay.errors import ConfigError, ExecutorError
+from assay.executors.local import cpu_share, local_slots, visible_gpus
 from assay.model import Block, BlockKind, Incumbent
-from assay.platforms import cpu_share, local_slots, visible_gpus
 from assay.workspace import Workspace
 
 BASE = '''[metric]
@@ -176,7 +176,7 @@ def test_platform_executor_runs_each_block_on_its_own_platform(tmp_path: Path) -
 ])
 def test_remote_platforms_one_driver_cannot_reach_together_are_refused_before_anything_starts(
         tmp_path: Path, extra: str, message: str) -> None:
-    from assay.platforms import check_remote
+    from assay.executors.platforms import check_remote
 
     target = config.load(_repo(tmp_path, 'print("METRIC t=1")', extra))
     with pytest.raises(ExecutorError, match=message):
@@ -184,7 +184,7 @@ def test_remote_platforms_one_driver_cannot_reach_together_are_refused_before_an
 
 
 def test_several_remote_platforms_of_one_kind_are_accepted(tmp_path: Path) -> None:
-    from assay.platforms import check_remote
+    from assay.executors.platforms import check_remote
 
     for i, extra in enumerate((
             '[executor.ray]\naddress = "10.0.0.2:6379"\n'

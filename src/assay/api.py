@@ -24,6 +24,7 @@ from . import contain, keys, process, spend
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
+from .executors.platforms import build_executor
 from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
@@ -32,7 +33,7 @@ from .model import Experiment, ExperimentState
 from .paramdiff import params_diff
 from .proposers.base import Proposer
 from .refname import branch_problem
-from .registry import EXECUTORS, PROPOSERS
+from .registry import PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
@@ -101,22 +102,13 @@ def build_proposer(target: Target, journal: Journal, name: str | None = None,
                    retry: bool = False) -> Proposer:
     make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
                                 "run.proposer")
-    prop = make(target, journal)
+    prop: Proposer = make(target, journal)
     if retry:
         from .proposers.queue import QueueProposer
 
         if isinstance(prop, QueueProposer):
             prop.retry_tried()
     return prop
-
-
-def build_executor(target: Target, ws: Workspace) -> Executor:
-    if target.platforms:
-        from . import platforms
-
-        return platforms.build_executor(target, ws)
-    make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
-    return make(target, ws)
 
 
 @contextlib.contextmanager

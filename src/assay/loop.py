@@ -40,6 +40,7 @@ from typing import Any
 
 from . import sessions, stops
 from .calibration import CAL, Calibration
+from .combine import combine
 from .config import Target
 from .contain import UNCONFINED
 from .decide import (
@@ -79,6 +80,7 @@ from .model import (
     as_pairs,
     for_proposer,
 )
+from .platforms import primary
 from .prices import for_target
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
@@ -561,8 +563,6 @@ class Loop:
 
     def _advance_platforms(self, exp: Experiment) -> Experiment:
         """With [[platforms]]: decide on each platform's own blocks, then across them."""
-        from . import platforms
-
         ev = self.evidence(exp.id)
         pending = {b.platform for b in self.journal.blocks(
             exp.id, states=(BlockState.QUEUED, BlockState.RUNNING))}
@@ -576,9 +576,8 @@ class Loop:
                 ev, blocks=tuple(b for b in ev.blocks if b.platform == p.name),
                 context=dataclasses.replace(ev.context, slots=slots))
             actions[p.name] = decide_next(mine, self.rule)
-        c = platforms.combine(actions, platforms.primary(self.target),
-                              self.target.decision.keep_on,
-                              self.target.decision.platform_tolerance)
+        c = combine(actions, primary(self.target), self.target.decision.keep_on,
+                    self.target.decision.platform_tolerance)
         for name, action in c.queue:
             self._act(exp, action, platform=name)
         if c.final is None:

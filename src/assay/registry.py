@@ -1,41 +1,45 @@
 """The names a config may use, each written once: proposers, executors, samplers, readers.
 
-Each :class:`Registry` is one table of ``name → (help, factory)``. Config validation takes
-its ``names``, ``--help`` texts take :meth:`Registry.help`, and construction calls
-:meth:`Registry.get`. Factories import their backend lazily, so reading a config never
-imports Optuna, Ray or an LLM client.
+Each :class:`Registry` is one table of ``name → (help, where)``, ``where`` naming its factory
+as ``"module:attr"`` (as Datasette lists its built-in plugins). Config validation takes its
+``names``, ``--help`` texts take :meth:`Registry.help`, and construction calls
+:meth:`Registry.get`, which imports the factory's module then, and only then. So this table
+imports no backend, reading a config never imports Optuna, Ray or an LLM client, and each
+factory lives next to the class it builds.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from .errors import ConfigError
 
-if TYPE_CHECKING:
-    from .config import MetricSpec, Section, Target
-    from .executors.base import Executor
-    from .finalize.review import Reviewer
-    from .journal import Journal
-    from .proposers.base import Proposer
-    from .workspace import Workspace
-
-F = TypeVar("F")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
-class Entry(Generic[F]):
+class Entry:
     name: str
     help: str
-    make: F
+    where: str  # "package.module:attr[.attr]", the factory
+
+
+def resolve(where: str) -> Any:
+    """The object ``"module:attr[.attr]"`` names, importing its module."""
+    module, _, path = where.partition(":")
+    obj: Any = importlib.import_module(module)
+    for attr in path.split("."):
+        obj = getattr(obj, attr)
+    return obj
 
 
 class Registry(Generic[F]):
     """One table of named backends of one kind (``what``: 'proposer', 'executor' ...)."""
 
-    def __init__(self, what: str, *entries: Entry[F]) -> None:
+    def __init__(self, what: str, *entries: Entry) -> None:
         self.what = what
         self._entries = {e.name: e for e in entries}
 
@@ -46,194 +50,76 @@ class Registry(Generic[F]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
-    def __iter__(self) -> Iterator[Entry[F]]:
+    def __iter__(self) -> Iterator[Entry]:
         return iter(self._entries.values())
 
     def get(self, name: str) -> F:
         """The factory for ``name``; ``KeyError`` naming the valid ones when unknown."""
         try:
-            return self._entries[name].make
+            entry = self._entries[name]
         except KeyError:
             raise KeyError(f"unknown {self.what} {name!r}; valid: {', '.join(self.names)}") \
                 from None
+        return cast(F, resolve(entry.where))
 
     def for_config(self, name: str, file: str, key: str) -> F:
         """The factory for ``name`` read from ``key`` of a config; a ConfigError if unknown."""
-        try:
-            return self.get(name)
-        except KeyError:
+        if name not in self._entries:
             raise ConfigError(f"unknown {self.what} {name!r}", file=file, key=key,
-                              valid=", ".join(self.names)) from None
+                              valid=", ".join(self.names))
+        return self.get(name)
 
     def help(self) -> str:
         """One line for ``--help``: every name with what it does."""
         return "; ".join(f"{e.name}: {e.help}" for e in self) + "."
 
 
-# -- proposers ---------------------------------------------------------------------------
-ProposerFactory = Callable[["Target", "Journal"], "Proposer"]
-
-
-def _sweep(target: Target, journal: Journal) -> Proposer:
-    from .proposers.sweep import SweepProposer
-
-    sweep = SweepProposer.from_target(target)
-    sweep.replay(journal.experiments(patches=False))
-    return sweep
-
-
-def _queue(target: Target, journal: Journal) -> Proposer:
-    from .proposers.queue import QueueProposer
-
-    queue = QueueProposer.from_target(target)
-    queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments(patches=False)
-                      if e.candidate.proposer == "queue"})
-    return queue
-
-
-def _llm(target: Target, journal: Journal) -> Proposer:
-    from .proposers.llm import LLMProposer
-
-    return LLMProposer.from_target(target)
-
-
-def _agent(target: Target, journal: Journal) -> Proposer:
-    from .proposers.agent import AgentProposer
-
-    return AgentProposer.from_target(target)
-
-
-PROPOSERS: Registry[ProposerFactory] = Registry(
+# (target, journal) -> a Proposer
+PROPOSERS: Registry[Callable[..., Any]] = Registry(
     "proposer",
-    Entry("sweep", "Optuna over the [[params]]", _sweep),
-    Entry("queue", "patches from a folder, in order", _queue),
-    Entry("llm", "a chat model writes patches", _llm),
-    Entry("agent", "a coding agent edits a checkout", _agent),
+    Entry("sweep", "Optuna over the [[params]]", "assay.proposers.sweep:make_proposer"),
+    Entry("queue", "patches from a folder, in order", "assay.proposers.queue:make_proposer"),
+    Entry("llm", "a chat model writes patches", "assay.proposers.llm:make_proposer"),
+    Entry("agent", "a coding agent edits a checkout", "assay.proposers.agent:make_proposer"),
 )
 
-# -- executors ---------------------------------------------------------------------------
-ExecutorFactory = Callable[["Target", "Workspace"], "Executor"]
-
-
-def _local(target: Target, ws: Workspace) -> Executor:
-    from .executors.local import LocalExecutor
-
-    return LocalExecutor(target, ws)
-
-
-def _ray(target: Target, ws: Workspace) -> Executor:
-    from .executors.ray import RayExecutor
-
-    exe: Executor = RayExecutor.from_target(target, ws)
-    return exe
-
-
-def _skypilot(target: Target, ws: Workspace) -> Executor:
-    from .executors.skypilot import SkyPilotExecutor
-
-    exe: Executor = SkyPilotExecutor.from_target(target, ws)
-    return exe
-
-
-EXECUTORS: Registry[ExecutorFactory] = Registry(
+# (target, workspace) -> an Executor
+EXECUTORS: Registry[Callable[..., Any]] = Registry(
     "executor",
-    Entry("local", "slots on this machine", _local),
-    Entry("ray", "slots on a Ray cluster", _ray),
-    Entry("skypilot", "a pool of cloud machines", _skypilot),
+    Entry("local", "slots on this machine", "assay.executors.local:LocalExecutor"),
+    Entry("ray", "slots on a Ray cluster", "assay.executors.ray:RayExecutor.from_target"),
+    Entry("skypilot", "a pool of cloud machines",
+          "assay.executors.skypilot:SkyPilotExecutor.from_target"),
 )
 
-# -- sweep samplers ----------------------------------------------------------------------
-SamplerFactory = Callable[[int, int], Any]  # (seed, n_startup) -> an Optuna sampler
-
-
-def _tpe(seed: int, n_startup: int) -> Any:
-    import optuna
-
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
-
-
-def _random(seed: int, n_startup: int) -> Any:
-    import optuna
-
-    return optuna.samplers.RandomSampler(seed=seed)
-
-
-def _gp(seed: int, n_startup: int) -> Any:
-    import optuna
-
-    return optuna.samplers.GPSampler(seed=seed)
-
-
-SAMPLERS: Registry[SamplerFactory] = Registry(
+# (seed, n_startup) -> an Optuna sampler
+SAMPLERS: Registry[Callable[[int, int], Any]] = Registry(
     "sampler",
-    Entry("tpe", "tree-structured Parzen estimator", _tpe),
-    Entry("random", "uniform random draws", _random),
+    Entry("tpe", "tree-structured Parzen estimator", "assay.proposers.sweep:tpe_sampler"),
+    Entry("random", "uniform random draws", "assay.proposers.sweep:random_sampler"),
     # The grid is walked by the proposer in a seeded order; the sampler only fills trials.
-    Entry("grid", "every point of the grid once, in a seeded order", _random),
-    Entry("gp", "Gaussian-process Bayesian optimisation", _gp),
+    Entry("grid", "every point of the grid once, in a seeded order",
+          "assay.proposers.sweep:random_sampler"),
+    Entry("gp", "Gaussian-process Bayesian optimisation", "assay.proposers.sweep:gp_sampler"),
 )
 
-# -- metric readers ----------------------------------------------------------------------
-ReaderFactory = Callable[["MetricSpec", str, str, str], float]  # (spec, text, where, suffix)
-
-
-def _metric_lines(spec: MetricSpec, text: str, where: str, suffix: str) -> float:
-    from .metrics import from_readings, parse_metric_lines
-
-    return from_readings(spec, parse_metric_lines(text), where, text, suffix)
-
-
-def _summary_block(spec: MetricSpec, text: str, where: str, suffix: str) -> float:
-    from .metrics import from_readings, parse_summary_block
-
-    return from_readings(spec, parse_summary_block(text), where, text, suffix)
-
-
-def _json(spec: MetricSpec, text: str, where: str, suffix: str) -> float:
-    from .metrics import from_json
-
-    return from_json(spec, text, where, suffix)
-
-
-READERS: Registry[ReaderFactory] = Registry(
+# (spec, text, where, suffix) -> the metric's value
+READERS: Registry[Callable[..., float]] = Registry(
     "reader",
-    Entry("metric_lines", "lines 'METRIC name=value'", _metric_lines),
-    Entry("summary_block", "'name: value' lines after the last '---'", _summary_block),
-    Entry("json", "a number at json_path in a JSON document", _json),
+    Entry("metric_lines", "lines 'METRIC name=value'", "assay.readers:metric_lines"),
+    Entry("summary_block", "'name: value' lines after the last '---'",
+          "assay.readers:summary_block"),
+    Entry("json", "a number at json_path in a JSON document", "assay.metrics:from_json"),
 )
 
-# -- finalize reviewers ------------------------------------------------------------------
-ReviewerFactory = Callable[["Target", "Section"], "Reviewer | None"]  # [finalize.review]
-
-
-def _no_review(target: Target, sec: Section) -> Reviewer | None:
-    sec.reject_unknown(("reviewer",))
-    return None
-
-
-def _command_review(target: Target, sec: Section) -> Reviewer | None:
-    from .finalize.review import command_reviewer
-
-    return command_reviewer(target, sec)
-
-
-def _llm_review(target: Target, sec: Section) -> Reviewer | None:
-    from .finalize.review import llm_reviewer
-
-    return llm_reviewer(target, sec)
-
-
-def _agent_review(target: Target, sec: Section) -> Reviewer | None:
-    from .finalize.review import agent_reviewer
-
-    return agent_reviewer(target, sec)
-
-
-REVIEWERS: Registry[ReviewerFactory] = Registry(
+# (target, [finalize.review] section) -> a Reviewer or None
+REVIEWERS: Registry[Callable[..., Any]] = Registry(
     "reviewer",
-    Entry("none", "no review", _no_review),
+    Entry("none", "no review", "assay.finalize.review:no_reviewer"),
     Entry("command", "a command (linter, sanitizer build) run on merge-base + group",
-          _command_review),
-    Entry("llm", "the chat model of [proposer.llm] reads the change", _llm_review),
-    Entry("agent", "a coding-agent CLI reviews a checkout", _agent_review),
+          "assay.finalize.review:command_reviewer"),
+    Entry("llm", "the chat model of [proposer.llm] reads the change",
+          "assay.finalize.review:llm_reviewer"),
+    Entry("agent", "a coding-agent CLI reviews a checkout",
+          "assay.finalize.review:agent_reviewer"),
 )

@@ -2,15 +2,23 @@
 
 Each slot owns two persistent worktrees (``<slot>-a``, ``<slot>-b``) and, when GPU ids are
 configured, its own ``CUDA_VISIBLE_DEVICES``. A block runs entirely on one slot.
+
+One slot per GPU: ``[run] slots = "auto"`` (or ``gpus = "all"``) makes one slot for each
+GPU this host can see (``CUDA_VISIBLE_DEVICES`` when it is set, else ``nvidia-smi``), each
+pinned to its GPU and given an equal share of the host's CPU cores.
 """
 
 from __future__ import annotations
 
+import os
 import queue
+import shutil
+import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..config import Target
+from ..errors import ExecutorError
 from ..model import Block, BlockResult, Slot
 from ..process import CancelToken
 from ..worker import SlotTrees, run_block, sweep
@@ -18,11 +26,89 @@ from ..workspace import Workspace
 from .base import Executor
 from .slots import OwnSlots, pick_slot
 
+# -- GPUs ---------------------------------------------------------------------------------
 
-def local_slots(target: Target) -> list[Slot]:
-    from ..platforms import local_slots as make
 
-    return make(target)
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[int]:
+    """The GPU ids this process may use: ``CUDA_VISIBLE_DEVICES`` when set, else nvidia-smi.
+
+    ``CUDA_VISIBLE_DEVICES=""`` means no GPU. Non-numeric entries (GPU UUIDs, MIG names) are
+    refused with a clear error, since a slot pins its GPU by index.
+    """
+    env = os.environ if env is None else env
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is not None:
+        items = [x.strip() for x in raw.split(",") if x.strip()]
+        ids: list[int] = []
+        for item in items:
+            if not item.isdigit():
+                raise ExecutorError(f"CUDA_VISIBLE_DEVICES={raw!r}: entry {item!r} is not a "
+                                    "GPU index; slots = \"auto\" pins GPUs by index (e.g. 0,1)")
+            ids.append(int(item))
+        return ids
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExecutorError(f"nvidia-smi could not list the GPUs: {exc}") from None
+    if out.returncode != 0:
+        raise ExecutorError(f"nvidia-smi could not list the GPUs (exit {out.returncode}): "
+                            f"{out.stderr.strip()[:200]}")
+    return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+
+
+def cpu_share(n_slots: int, cores: int | None = None) -> list[tuple[int, ...]]:
+    """An equal, disjoint share of the host's cores for each of ``n_slots`` slots."""
+    avail = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if cores is not None:
+        avail = list(range(cores))
+    if not avail:
+        avail = list(range(os.cpu_count() or 1))
+    per = max(1, len(avail) // max(1, n_slots))
+    shares = []
+    for i in range(n_slots):
+        chunk = avail[i * per:(i + 1) * per] or [avail[i % len(avail)]]
+        shares.append(tuple(chunk))
+    return shares
+
+
+def thread_env(cpus: Sequence[int]) -> dict[str, str]:
+    """Thread-count variables that keep a benchmark inside its slot's CPU share."""
+    n = str(max(1, len(cpus)))
+    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "ASSAY_SLOT_CPUS":
+            ",".join(str(c) for c in cpus)}
+
+
+# -- slots --------------------------------------------------------------------------------
+
+
+def local_slots(target: Target, env: Mapping[str, str] | None = None) -> list[Slot]:
+    """The local executor's slots: per platform, per GPU (``slots = "auto"``), or ``s0..``."""
+    if target.platforms:
+        local = [p for p in target.platforms if p.kind == "local"]
+        slots: list[Slot] = []
+        for p in local:
+            for i in range(p.slots):
+                slots.append(Slot(name=f"{p.name}-{i}", platform=p.name,
+                                  env=tuple(sorted(p.env.items()))))
+        shares = cpu_share(len(slots))
+        return [Slot(s.name, s.gpus, s.host, s.platform,
+                     tuple(sorted({**dict(s.env), **thread_env(c)}.items())))
+                for s, c in zip(slots, shares, strict=True)]
+    if target.run.auto_gpus:
+        ids = visible_gpus(env)
+        if not ids:
+            raise ExecutorError(
+                "[run] slots = \"auto\" found no GPU: CUDA_VISIBLE_DEVICES is unset or empty "
+                "and nvidia-smi lists none; set [run] slots to a number for CPU slots")
+        shares = cpu_share(len(ids))
+        return [Slot(name=f"gpu{g}", gpus=(g,), env=tuple(sorted(thread_env(c).items())))
+                for g, c in zip(ids, shares, strict=True)]
+    gpus = target.run.gpus
+    return [Slot(name=f"s{i}", gpus=gpus[i] if gpus else ()) for i in range(target.run.slots)]
 
 
 class LocalExecutor(OwnSlots, Executor):
@@ -109,13 +195,6 @@ class LocalExecutor(OwnSlots, Executor):
     def running(self) -> set[str]:
         with self._lock:
             return set(self._pending)
-
-    def slot_of(self, block_id: str) -> str | None:
-        with self._lock:
-            for slot, bid in self._busy.items():
-                if bid == block_id:
-                    return slot
-        return None
 
     def cancel(self, block_id: str) -> None:
         with self._lock:

@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -49,9 +50,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import contain, sandbox
-from ..config import Target
+from ..config import Target, parse
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
+from ..process import CancelToken
+from ..worker import SlotTrees, run_block
 from ..workspace import Workspace
 from . import bundle
 from .base import Executor
@@ -116,12 +119,6 @@ def _read_tail(path: Path) -> str:
 
 def node_run_block(payload: dict[str, Any], chain: list[tuple[str, Any]]) -> dict[str, Any]:
     """The body of the Ray task: runs one block on this node and returns result + logs."""
-    import shutil
-
-    from ..config import parse
-    from ..process import CancelToken
-    from ..worker import SlotTrees, run_block
-
     ray = _ray()
     block: Block = payload["block"]
     slot_name: str = payload["slot"]
@@ -498,11 +495,6 @@ class RayExecutor(Executor):
     def running(self) -> set[str]:
         with self._lock:
             return set(self._tasks)
-
-    def slot_of(self, block_id: str) -> str | None:
-        with self._lock:
-            task = self._tasks.get(block_id)
-            return task.slot.name if task else None
 
     def cancel(self, block_id: str) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import Target
 from ..errors import ProposerError
+from ..journal import Journal
 from ..model import Candidate
 from .base import ProposalContext, Proposer
 
@@ -42,6 +43,14 @@ def read_patch_file(path: Path) -> tuple[str, str, tuple[str, ...]]:
         raise ProposerError(f"{path}: no unified diff found (expected `git diff` output after the "
                             "`# hypothesis:` header)")
     return hypothesis or path.stem, diff, tuple(sources)
+
+
+def make_proposer(target: Target, journal: Journal) -> QueueProposer:
+    """The queue of ``target``, less the patch files the journal's experiments measured."""
+    queue = QueueProposer.from_target(target)
+    queue.skip_tried({str(e.candidate.meta.get("file")) for e in journal.experiments(patches=False)
+                      if e.candidate.proposer == "queue"})
+    return queue
 
 
 class QueueProposer(Proposer):

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import ParamSpec, Target
 from ..errors import ProposerError
 from ..extras import need
+from ..journal import Journal
 from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
 from ..registry import SAMPLERS
 from ..workspace import held_params
@@ -39,6 +40,34 @@ def _distribution(p: ParamSpec) -> Any:
         return d.FloatDistribution(float(p.low), float(p.high), log=p.log,
                                    step=p.step if p.step and not p.log else None)
     raise ProposerError(f"parameter {p.name}: type {p.type!r} cannot be swept")
+
+
+def tpe_sampler(seed: int, n_startup: int) -> Any:
+    """Optuna's tree-structured Parzen estimator."""
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
+
+
+def random_sampler(seed: int, n_startup: int) -> Any:
+    """Uniform random draws (and the filler of a grid walk)."""
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def gp_sampler(seed: int, n_startup: int) -> Any:
+    """Gaussian-process Bayesian optimisation."""
+    import optuna
+
+    return optuna.samplers.GPSampler(seed=seed)
+
+
+def make_proposer(target: Target, journal: Journal) -> SweepProposer:
+    """The sweep of ``target``, told what the journal's experiments already measured."""
+    sweep = SweepProposer.from_target(target)
+    sweep.replay(journal.experiments(patches=False))
+    return sweep
 
 
 class SweepProposer(Proposer):
