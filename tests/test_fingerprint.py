@@ -7,7 +7,7 @@ import platform
 
 from typer.testing import CliRunner
 
-from assay import api, fingerprint
+from assay import api, fingerprint, hardware
 from assay.cli import app
 from assay.journal import Journal
 
@@ -28,11 +28,11 @@ CPUINFO_ARM = "processor\t: 0\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n"
 
 
 def test_parsers_read_real_tool_output() -> None:
-    assert fingerprint.parse_nvidia_smi(SMI) == ("580.95.05", "13.0")
-    assert fingerprint.parse_nvidia_smi("no gpu here") == ("", "")
+    assert fingerprint.parse_driver_banner(SMI) == ("580.95.05", "13.0")
+    assert fingerprint.parse_driver_banner("no gpu here") == ("", "")
     assert fingerprint.parse_nvcc(NVCC) == "13.0"
-    assert fingerprint.cpu_flags(CPUINFO_X86) == ("avx", "avx2", "fpu", "sse4_2")
-    assert fingerprint.cpu_flags(CPUINFO_ARM) == ("asimd", "fp", "sve")
+    assert hardware.cpu_flags(CPUINFO_X86) == ("avx", "avx2", "fpu", "sse4_2")
+    assert hardware.cpu_flags(CPUINFO_ARM) == ("asimd", "fp", "sve")
 
 
 def test_take_describes_this_machine(tmp_path) -> None:  # type: ignore[no-untyped-def]

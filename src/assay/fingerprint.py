@@ -29,7 +29,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -133,21 +132,7 @@ def _output(args: Sequence[str]) -> str:
     return proc.stdout if proc.returncode == 0 else ""
 
 
-def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
-    """The CPU's feature flags (x86 ``flags``, Arm ``Features``), sorted."""
-    if cpuinfo is None:
-        cpuinfo = hardware.read_cpuinfo()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() in ("flags", "features"):
-            return tuple(sorted(set(value.split())))
-    if sys.platform == "darwin":
-        text = _output(["sysctl", "-n", "machdep.cpu.features"])
-        return tuple(sorted({f.lower() for f in text.split()}))
-    return ()
-
-
-def parse_nvidia_smi(text: str) -> tuple[str, str]:
+def parse_driver_banner(text: str) -> tuple[str, str]:
     """(driver version, CUDA version) from ``nvidia-smi``'s banner."""
     driver = re.search(r"Driver Version:\s*([\w.\-]+)", text)
     cuda = re.search(r"CUDA Version:\s*([\w.\-]+)", text)
@@ -197,12 +182,12 @@ def take(commit: str = "", config_path: Path | None = None,
     gpus = tuple(d.name for d in hardware.detect_gpus())
     driver = cuda = toolkit = ""
     if gpus:
-        driver, cuda = parse_nvidia_smi(_output(["nvidia-smi"]))
+        driver, cuda = parse_driver_banner(_output(["nvidia-smi"]))
     compilers = compiler_versions()
     if "nvcc" in compilers:
         toolkit = parse_nvcc(compilers["nvcc"])
     return Fingerprint(
-        cpu=hardware.cpu_model() or "unknown CPU", cpu_flags=cpu_flags(), cores=cores,
+        cpu=hardware.cpu_model() or "unknown CPU", cpu_flags=hardware.cpu_flags(), cores=cores,
         gpus=gpus, driver=driver, cuda=cuda, cuda_toolkit=toolkit, compilers=compilers,
         python=platform.python_version(), os=f"{platform.system()} {platform.release()}",
         packages=package_versions(), commit=commit, config_hash=config_hash(config_path),

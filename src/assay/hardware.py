@@ -330,6 +330,26 @@ def cpu_model(cpuinfo: str | None = None) -> str:
     return ""
 
 
+def cpu_flags(cpuinfo: str | None = None) -> tuple[str, ...]:
+    """The CPU's feature flags (x86 ``flags``, Arm ``Features``), sorted."""
+    if cpuinfo is None:
+        cpuinfo = read_cpuinfo()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() in ("flags", "features"):
+            return tuple(sorted(set(value.split())))
+    exe = shutil.which("sysctl")
+    if sys.platform == "darwin" and exe is not None:
+        try:
+            proc = subprocess.run([exe, "-n", "machdep.cpu.features"], capture_output=True,
+                                  text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return ()
+        text = proc.stdout if proc.returncode == 0 else ""
+        return tuple(sorted({f.lower() for f in text.split()}))
+    return ()
+
+
 def detect_cpu() -> Device:
     """This machine's CPU (the table entry is per socket; cores are those visible here)."""
     name = cpu_model()

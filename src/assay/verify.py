@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import chain
 from .config import Target
 from .errors import AssayError
 from .journal import Journal
@@ -156,8 +157,6 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     kept = sum(1 for e in effects if e is not None)
     chain_result: dict[str, Any] | None = None
     if kept >= 2 and target.run.chain_rounds > 0:
-        from . import chain
-
         if target.run.executor != "local":
             report(f"the chain of keeps is not measured together: it runs on this machine's "
                    f"slots, and this run's executor is {target.run.executor}")

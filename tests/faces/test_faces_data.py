@@ -217,10 +217,8 @@ def test_run_card_names_the_branch_that_holds_the_kept_commit(tmp_path: Path) ->
     target = api.load(root)
     assert data.branch_of(target, head, "assay/main") == "assay/retry"
     sh(root, "git", "branch", "assay/main")
-    data._BRANCHES.clear()
     assert data.branch_of(target, head, "assay/main") == "assay/main"  # its own, when both
     assert data.branch_of(target, None, "assay/main") == "assay/main"
     subprocess.run(["git", "branch", "-D", "assay/main", "assay/retry"], cwd=root, check=True,
                    capture_output=True)
-    data._BRANCHES.clear()
     assert data.branch_of(target, head, "assay/main") == "assay/main"

@@ -19,9 +19,10 @@ from assay.model import (
 from assay.research.brief import Findings, rank, render
 from assay.research.gaps import collect, compare
 from assay.research.profile import HotSpot, ProfileResult
+from assay.research.rerank import replace_sections
 from assay.research.roofline import place, roof, workload
 from assay.research.store import store_hypotheses
-from assay.research.waves import classify, lessons, replace_sections
+from assay.research.waves import classify, lessons
 
 GPU = """\
 // fuse what the graph allows
@@ -158,8 +159,8 @@ def test_a_scripted_wave_reranks_toward_cutting_memory_traffic(tmp_path: Path) -
 
 def test_after_a_wave_the_brief_and_the_journal_say_what_it_showed(tmp_path: Path) -> None:
     from assay.research.brief import hot_path_rows
+    from assay.research.rerank import after_wave
     from assay.research.store import write_brief
-    from assay.research.waves import after_wave
 
     class Tgt:
         state_dir = tmp_path / "state"

@@ -6,6 +6,13 @@ from pathlib import Path
 
 import typer
 
+from .. import api
+from ..errors import AssayError
+from ..extras import need
+from . import mcp as mcp_mod
+from . import report as report_mod
+from . import serve as serve_mod
+
 ROOT = typer.Option(Path("."), "--root", "-C", help="The repository (holding assay.toml).")
 CONFIG = typer.Option(None, "--config", help="Another config file than <root>/assay.toml.")
 
@@ -20,11 +27,6 @@ def report(root: Path = ROOT, config: str | None = CONFIG,
                                            help="Where to write (default .assay/report.html)."),
            ) -> None:
     """Write one self-contained HTML report (opens with no network)."""
-    from .. import api
-    from ..errors import AssayError
-    from ..extras import need
-    from . import report as report_mod
-
     try:
         need("plotly", "faces", "`assay report` (its charts inline plotly.js)")
         target = api.load(root, config)
@@ -41,11 +43,6 @@ def serve(root: Path = ROOT, config: str | None = CONFIG,
           poll_ms: int = typer.Option(1000, "--poll-ms", help="How often pages refresh."),
           ) -> None:
     """Serve the report's pages live while a run writes the journal (read-only)."""
-    from .. import api
-    from ..errors import AssayError
-    from ..extras import need
-    from . import serve as serve_mod
-
     try:
         need("plotly", "faces", "`assay serve` (its pages chart with plotly.js)")
         target = api.load(root, config)
@@ -65,10 +62,6 @@ def serve(root: Path = ROOT, config: str | None = CONFIG,
 def mcp(root: Path = ROOT, config: str | None = CONFIG) -> None:
     """Run the MCP server on stdio (tools: run_experiment, status, log, best, show,
     add_hypothesis, stop)."""
-    from ..errors import AssayError
-    from ..extras import need
-    from . import mcp as mcp_mod
-
     try:
         need("mcp", "faces", "`assay mcp` (the MCP server)")
         server = mcp_mod.build_server(root, config)
@@ -83,10 +76,6 @@ def mcp(root: Path = ROOT, config: str | None = CONFIG) -> None:
 
 def stop(root: Path = ROOT, config: str | None = CONFIG) -> None:
     """Ask a running loop to stop gracefully (creates .assay/stop)."""
-    from .. import api
-    from ..errors import AssayError
-    from . import mcp as mcp_mod
-
     try:
         target = api.load(root, config)
     except AssayError as exc:

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import lock as lock_mod
-from .. import spend
+from .. import spend, verify
 from ..config import Target
 from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
 from ..loop import progress as run_progress
 from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
+from ..sessions import holding_branch
 from ..usage import Spent
-from .terminal import improvement
+from .terminal import improvement, paired_words, pct, ratio_words
 
 FINISHED = ("kept", "discarded", "invalid", "crashed")
 LOG_TAIL_BYTES = 4000  # per log file on a live experiment page
@@ -126,26 +127,10 @@ def resources(cost: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-_BRANCHES: dict[tuple[str, str], str] = {}
-
-
 def branch_of(target: Target, commit: str | None, default: str) -> str:
-    """The assay branch that holds ``commit`` (the run's own branch when it does)."""
-    if not commit:
-        return default
-    key = (str(target.root), commit)
-    if key not in _BRANCHES:
-        import subprocess
-
-        try:
-            out = subprocess.run(
-                ["git", "branch", "--list", "assay/*", "--contains", commit,
-                 "--format=%(refname:short)"], cwd=target.root, capture_output=True,
-                text=True, timeout=10).stdout.split()
-        except (OSError, subprocess.SubprocessError):
-            out = []
-        _BRANCHES[key] = default if (default in out or not out) else out[0]
-    return _BRANCHES[key]
+    """The assay branch whose tip is ``commit`` (the run's own branch when it is, or none
+    is): the answer ``assay status`` gives."""
+    return holding_branch(target.root, commit, default) if commit else default
 
 
 # -- the overview ------------------------------------------------------------------------
@@ -346,9 +331,6 @@ def verification_data(target: Target, journal: Journal, kept: Sequence[Experimen
     """The headline: the paired baseline-vs-final-best measurement (``assay verify``, or the
     end of a run) with its interval, in words, and the kept effects (``kept``: the kept
     experiments, in order) compounded beside it."""
-    from .. import verify
-    from .terminal import paired_words, pct, ratio_words
-
     v = verify.stored(journal)
     effects = verify.kept_effects(kept)
     comp = verify.compounded(effects)

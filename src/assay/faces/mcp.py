@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import api
+from .. import __version__, api
 from ..config import Target
 from ..errors import AssayError
 from ..export import experiment_dict
@@ -248,8 +248,6 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 def build_server(root: str | Path = ".", config: str | None = None) -> Any:
     """The MCP server for the repository at ``root`` (call ``.run()`` to serve stdio)."""
     target = api.load(root, config)
-    from .. import __version__
-
     cls = _server_class()
     try:
         server = cls(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)

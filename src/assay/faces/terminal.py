@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..chain import words as chain_words
 from ..journal import peek_count
 from ..loop import Summary
 from ..model import Direction, Experiment
@@ -127,9 +128,7 @@ def paired_words(v: Mapping[str, Any], direction: Direction, metric: str = "",
                  f"{pct(comp)}")
     chain = v.get("chain")
     if chain:
-        from ..chain import words
-
-        text += f"; {words(chain)}"
+        text += f"; {chain_words(chain)}"
     return text
 
 
@@ -150,11 +149,6 @@ def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
             "seconds": round(max(0.0, exp.updated_at - exp.created_at), 3),
             "commit": exp.commit, "reason": exp.note or (d.reason if d else ""),
             "unconfined": bool(exp.candidate.meta.get("unconfined"))}
-
-
-def experiment_line(rec: dict[str, Any]) -> str:
-    """``e0003 kept       +12.34% [+8.10%, +16.00%]   8 runs   14.2 s  halve SIZE``."""
-    return "".join(experiment_parts(rec))
 
 
 def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:

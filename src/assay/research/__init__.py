@@ -11,18 +11,20 @@ wave showed to the brief and re-ranks.
 Modules: ``config`` (``[research]``), ``run`` (the steps), ``profile``, ``roofline`` and
 ``peaks`` (measured peaks), ``gaps`` and ``diffs`` (other implementations), ``sources``,
 ``index`` and ``remote`` (what is read), ``brief`` (ranking and the Markdown), ``store``
-(journal and brief on disk), ``waves`` (lessons of finished experiments).
+(journal and brief on disk), ``research_journal`` (the journal's part research uses),
+``waves`` (lessons of finished experiments), ``rerank`` (the re-rank after a wave).
 """
 
 from __future__ import annotations
 
 from .brief import ResearchHypothesis
 from .config import ResearchConfig
+from .rerank import after_wave
+from .research_journal import ResearchJournal
 from .result import ResearchResult
 from .run import run_research
 from .sources import SourceError
-from .store import ResearchJournal, brief_path, read_brief
-from .waves import after_wave
+from .store import brief_path, read_brief
 
 __all__ = [
     "ResearchConfig",

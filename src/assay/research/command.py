@@ -9,7 +9,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..config import load
 from ..errors import AssayError
+from ..faces.terminal import print_hypotheses
+from ..journal import Journal
+from . import run_research
 
 
 def research_command(
@@ -33,10 +37,6 @@ def research_command(
 
     Writes the hypotheses to the journal and the brief to .assay/research.md.
     """
-    from ..config import load
-    from ..journal import Journal
-    from . import run_research
-
     console = Console(stderr=as_json)
     try:
         target = load(root, str(config) if config is not None else None)
@@ -69,8 +69,6 @@ def research_command(
     if result.placement is not None:
         console.print(f"roofline: [bold]{result.placement.bound}[/bold] — "
                       f"{escape(result.placement.explanation)}")
-    from ..faces.terminal import print_hypotheses
-
     print_hypotheses(console, result.hypotheses)
     for note in result.notes:
         # a note names URLs and paths: never wrapped inside them

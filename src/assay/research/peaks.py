@@ -88,12 +88,6 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def cpu_flags() -> set[str]:
-    from ..fingerprint import cpu_flags as flags
-
-    return set(flags())
-
-
 def llc_bytes() -> int:
     """The last-level cache size (bytes), 32 MiB where it cannot be read."""
     best = 0
@@ -118,7 +112,7 @@ def fingerprint(kind: str) -> str:
     except (ValueError, OSError, AttributeError):
         mem = 0
     key = json.dumps([kind, platform.machine(), hardware.cpu_model(),
-                      sorted(cpu_flags()), cores(), mem // (1024 * MIB), gpus])
+                      list(hardware.cpu_flags()), cores(), mem // (1024 * MIB), gpus])
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -192,7 +186,7 @@ def measure_cpu(repeats: int = REPEATS, quick: bool = False) -> Peaks:
                        f"3 arrays x {arr * 4 // MIB} MiB, {n_cores} threads, median of "
                        f"{repeats}; 12 bytes per element counted")
         n = 256 if quick else 1536
-        flags = cpu_flags()
+        flags = set(hardware.cpu_flags())
         precisions = [("fp32", torch.float32)]
         if flags & {"avx512_bf16", "amx_bf16"}:
             precisions.append(("bf16", torch.bfloat16))

@@ -12,7 +12,9 @@ from typing import Any
 
 from ..config import Target
 from ..errors import MetricError
+from ..metrics import read_metric
 from ..model import Direction
+from ..process import scrubbed_env
 from .brief import Findings, hot_path_rows, rank, render
 from .config import ResearchConfig
 from .diffs import hot_function_diffs
@@ -21,11 +23,12 @@ from .gaps import GapReport, Side, collect, compare, split_words
 from .index import Hit, PassageIndex
 from .profile import ProfileResult, profile_command, uses_torch
 from .remote import ArxivClient, GithubClient, Paper, RemoteUnavailable, RepoHit
+from .research_journal import ResearchJournal
 from .result import ResearchResult
 from .roofline import place, roof, workload
 from .sources import Document, Source, SourceError, SourceReport, materialize, parse_source
 from .sources import read_documents as read_source_documents
-from .store import ResearchJournal, store_hypotheses, write_brief
+from .store import store_hypotheses, write_brief
 from .waves import lessons
 
 Progress = Callable[[str], None]
@@ -122,8 +125,6 @@ def _profile(run: _Run, wanted: bool) -> tuple[ProfileResult | None, float | Non
     if not (wanted and run.cfg.profile):
         run.notes.append("profiling was turned off: hot spots unknown")
         return None, None
-    from ..process import scrubbed_env
-
     target = run.target
     run.say("profiling the benchmark")
     prof = profile_command(
@@ -136,8 +137,6 @@ def _profile(run: _Run, wanted: bool) -> tuple[ProfileResult | None, float | Non
 def _metric_from(target: Target, prof: ProfileResult) -> float | None:
     if not prof.stdout or prof.exit_code not in (0, None):
         return None
-    from ..metrics import read_metric
-
     try:
         return read_metric(target.metric, prof.stdout, target.root)
     except (MetricError, OSError, ValueError):
