@@ -75,6 +75,3 @@ class CheckMemo:
         tmp = self._path(key).with_suffix(".tmp")
         tmp.write_text(json.dumps({"outcome": outcome, "detail": detail, "at": time.time()}))
         tmp.replace(self._path(key))
-
-    def forget(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)

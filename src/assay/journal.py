@@ -664,10 +664,6 @@ class Journal:
         return int(self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM experiments"
                                      ).fetchone()[0])
 
-    def experiment_ids(self) -> list[str]:
-        """Every experiment's id, in order."""
-        return [r[0] for r in self.conn.execute("SELECT id FROM experiments ORDER BY seq")]
-
     def digests_after(self, seq: int) -> list[tuple[int, str]]:
         """(seq, digest) of the experiments after ``seq``, in order: read incrementally."""
         rows = self.conn.execute("SELECT seq, digest FROM experiments WHERE seq > ? ORDER BY seq",
@@ -1052,9 +1048,6 @@ class Journal:
         runs = dict(self.conn.execute(
             "SELECT experiment_id, SUM(wall_s) FROM runs GROUP BY experiment_id").fetchall())
         return {k: max(0.0, float(v) - float(runs.get(k) or 0.0)) for k, v in blocks.items()}
-
-    def integrity(self) -> str:
-        return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:

@@ -383,11 +383,6 @@ class EventRow:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def log_ratio_sign(direction: Direction) -> float:
-    """+1 when bigger is better, -1 when smaller is better."""
-    return 1.0 if direction is Direction.MAXIMIZE else -1.0
-
-
 def as_pairs(runs: Sequence[RunResult], metric: str, slot: str, block_id: str,
              kind: BlockKind = BlockKind.COMPARE) -> list[Pair]:
     """Pair the k-th A run with the k-th B run of one block (ABBA gives two pairs)."""

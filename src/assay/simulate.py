@@ -24,7 +24,6 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .config import DecisionSpec
 from .decision import DecisionContext, DecisionRule
@@ -249,13 +248,3 @@ def decide(run: RunFn, spec: Mapping[str, object], slots: int = 1,
     return SimDecision(verdict=verdict, effect=d.effect, interval=interval,
                        runs=counted["experiment"], reason=exp.note or d.reason, delta=d.delta,
                        decision=d)
-
-
-def sim_decision(d: Decision, runs: int) -> SimDecision:
-    interval = (d.lo, d.hi) if d.lo is not None and d.hi is not None else None
-    return SimDecision(verdict=d.verdict.value, effect=d.effect, interval=interval, runs=runs,
-                       reason=d.reason, delta=d.delta, decision=d)
-
-
-def details_of(d: SimDecision) -> Mapping[str, Any]:
-    return d.decision.details if d.decision is not None else {}

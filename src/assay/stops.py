@@ -26,7 +26,6 @@ from .errors import StoppedRun
 from .model import Direction, Experiment, ExperimentState
 
 STOP_KEY = "stop_rule"  # journal meta: {"kind": ..., "reason": ...} of the last rule stop
-KINDS = ("cap", "discards", "target")
 
 
 def discard_streak(decided: Iterable[Experiment]) -> int:

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-PRICED_BY = ("table", "reported", "unknown")
-
 
 def dollars(v: float) -> str:
     """``$12.35``, ``$0.0308``, ``$0.000034``: enough digits to tell small sums apart."""

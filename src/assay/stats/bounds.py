@@ -120,8 +120,3 @@ def t_quantile_for(z: float, df: float) -> float:
     if not math.isfinite(df) or df > 1e6:
         return z
     return float(stdtrit(max(df, 1.0), float(ndtr(z))))
-
-
-def z_of(p: float) -> float:
-    """The one-sided normal quantile: ``z_of(0.025) == 1.96``."""
-    return float(-ndtri(p))

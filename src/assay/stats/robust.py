@@ -7,10 +7,8 @@ block's own scale, :func:`assay.stats.noise.block_scale`) and the location ``μ`
 redescending ψ (Beaton & Tukey 1974): a pair more than :data:`BIWEIGHT_K` noise units from
 the estimate, on either side, candidate-fast or candidate-slow, first measurement or
 re-run, has no influence; nothing is gated, nothing is dropped, and the decision lists the
-pairs that were down-weighted. :func:`huber` (Huber 1964, "Robust estimation of a location
-parameter", Ann. Math. Statist. 35: ψ clipped at ±:data:`HUBER_C`) is the monotone
-variant. Pairs from a noisier block weigh less (``1/s_i²``), so slots of very different
-noise share one estimate.
+pairs that were down-weighted. Pairs from a noisier block weigh less (``1/s_i²``), so
+slots of very different noise share one estimate.
 
 The variance is the sandwich ``Σ ψ_i²/s_i² / (Σ ψ'_i/s_i²)²`` with the observed slope,
 which matches the estimator whatever the true tail; for few pairs it is pooled with the
@@ -26,12 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr
-
-HUBER_C = 1.5  # noise units; 96% efficient for normal noise
-_GAMMA = float(2 * ndtr(HUBER_C) - 1)  # E psi'(Z)
-_KAPPA = float(_GAMMA - 2 * HUBER_C * math.exp(-HUBER_C**2 / 2) / math.sqrt(2 * math.pi)
-               + 2 * HUBER_C**2 * (1 - ndtr(HUBER_C)))  # E psi(Z)^2
 
 
 @dataclass(frozen=True)
@@ -41,7 +33,7 @@ class Robust:
     sd: float  # per-pair sd equivalent: se * sqrt(n)
     df: float
     n: int
-    weights: tuple[float, ...]  # Huber weights in [0, 1]: 1 = full weight
+    weights: tuple[float, ...]  # weights in [0, 1]: 1 = full weight
 
 
 def _median(v: np.ndarray) -> float:
@@ -67,44 +59,6 @@ def _inputs(x: Sequence[float], scales: Sequence[float]) -> tuple[np.ndarray, np
             fill = float(np.max(np.abs(xv))) or 1e-9
         sv = np.where(bad, fill, sv)
     return xv, sv
-
-
-def huber(x: Sequence[float], scales: Sequence[float], prior_df: int) -> Robust:
-    """The M-estimate of the location of ``x`` with per-value noise ``scales``."""
-    xv, sv = _inputs(x, scales)
-    n = xv.size
-    w_inv = 1.0 / (sv * sv)
-    mu = _median(xv)
-    tol = 1e-10 * _median(sv)
-    for _ in range(100):
-        r = np.abs(xv - mu) / sv
-        w = np.where(r <= HUBER_C, 1.0, HUBER_C / np.maximum(r, 1e-300)) * w_inv
-        new = float(np.dot(w, xv) / w.sum())
-        if abs(new - mu) <= tol:
-            mu = new
-            break
-        mu = new
-    r = (xv - mu) / sv
-    inside = np.abs(r) <= HUBER_C
-    psi = np.clip(r, -HUBER_C, HUBER_C)
-    info = float(w_inv.sum())
-    emp_b = float(np.dot(psi * psi, w_inv))
-    emp_a = float(w_inv[inside].sum())
-    if n >= 2:
-        emp_b *= n / (n - 1)
-    dof = prior_df + n - 1
-    if dof <= 0:
-        var = math.inf
-    else:
-        b = (prior_df * _KAPPA * info + (n - 1) * emp_b) / dof
-        # the slope is the one observed: pairs the fit leaves outside the linear zone carry
-        # no information about the location, whatever the noise model expects
-        var = b / (emp_a * emp_a) if emp_a > 0 else math.inf
-    se = math.sqrt(var) if math.isfinite(var) else math.inf
-    weights = tuple(float(v) for v in np.where(inside, 1.0, HUBER_C / np.maximum(
-        np.abs(r), 1e-300)))
-    return Robust(mean=mu, se=se, sd=se * math.sqrt(n), df=float(max(dof, 0)), n=n,
-                  weights=weights)
 
 
 BIWEIGHT_K = 4.685  # noise units; 95% efficient for normal noise
