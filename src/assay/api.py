@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import contain, keys, process, spend
+from . import contain, fingerprint, keys, process, spend
+from . import init as init_mod
+from . import verify as verify_mod
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
@@ -29,12 +31,15 @@ from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
-from .model import Experiment, ExperimentState
+from .model import Experiment, ExperimentState, patch_digest
 from .paramdiff import params_diff
+from .process import scrubbed_env
 from .proposers.base import Proposer
+from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
 from .registry import PROPOSERS
 from .sessions import SessionOptions, holding_branch
+from .sessions import reset as reset_target
 from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
 from .workspace import Workspace
@@ -73,8 +78,6 @@ def open_journal(target: Target, readonly: bool = False) -> Journal:
 
 def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
     """One line per queued patch that an earlier experiment already measured."""
-    from .proposers.queue import QueueProposer, read_patch_file
-
     if not isinstance(proposer, QueueProposer):
         return []
     out: list[str] = []
@@ -83,8 +86,6 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
             _hyp, diff, _src = read_patch_file(f)
         except (OSError, AssayError):
             continue
-        from .model import patch_digest
-
         earlier = journal.find_digest(patch_digest(diff, {}))
         exp = journal.experiment(earlier) if earlier else None
         if exp is None:
@@ -103,11 +104,8 @@ def build_proposer(target: Target, journal: Journal, name: str | None = None,
     make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
                                 "run.proposer")
     prop: Proposer = make(target, journal)
-    if retry:
-        from .proposers.queue import QueueProposer
-
-        if isinstance(prop, QueueProposer):
-            prop.retry_tried()
+    if retry and isinstance(prop, QueueProposer):
+        prop.retry_tried()
     return prop
 
 
@@ -159,12 +157,8 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         if reaped:
             loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
                                 f"{', '.join(map(str, reaped))}")
-        from . import fingerprint
-
         extra = {}
         if target.env.fingerprint:
-            from .process import scrubbed_env
-
             extra = fingerprint.extra_from_command(target.env.fingerprint, target.root,
                                                    scrubbed_env(target.env))
         fingerprint.record(journal, loop.session_id,
@@ -216,8 +210,6 @@ def _verify_at_end(target: Target, loop: Loop, summary: Summary, left_s: float |
     Not when ``[run] verify = false``, the run failed or was stopped, nothing new was kept,
     the executor was handed in (it is closed: a verification needs one of its own), or the
     time left is less than a generous estimate of what it takes."""
-    from . import verify as verify_mod
-
     journal = loop.journal
     done = verify_mod.current(journal)
     if done is not None:
@@ -269,8 +261,6 @@ def verify(root: str | Path = ".", config: str | None = None,
     the kept effects compounded (``assay verify``). With ``per_keep``, measure instead each
     kept change alone against its parent (``assay verify --per-keep``): ``{"per_keep":
     [...]}``. Holds the run lock meanwhile."""
-    from . import verify as verify_mod
-
     target = load(root, config)
     if not journal_path(target).exists():
         raise AssayError(f"nothing to verify: no journal at {journal_path(target)}; "
@@ -344,8 +334,6 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
     """The paired baseline-vs-best measurement, whether it is of the present incumbent, and
     the kept effects (``kept``: the kept experiments, in order) compounded (also when
     nothing is verified yet)."""
-    from . import verify as verify_mod
-
     v = verify_mod.stored(journal)
     effects = verify_mod.kept_effects(kept)
     comp = verify_mod.compounded(effects)
@@ -359,8 +347,6 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
 def _unreproduced(journal: Journal, kept: Sequence[Experiment]) -> str:
     """The warning said first when the verification of the present final best does not
     reproduce the keeps ('' when it does, or there is none)."""
-    from . import verify as verify_mod
-
     v = verify_mod.current(journal)
     return verify_mod.unreproduced(v.as_dict() if v else None, kept)
 
@@ -411,8 +397,6 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                                          exp.candidate.params) if exp.candidate.params else ""
         spent = journal.spent_by_experiment([exp_id]).get(exp_id)
         out["spent_words"] = spent.words() if spent is not None else ""
-        from . import fingerprint
-
         fp = fingerprint.at(journal, exp.created_at)
         out["fingerprint"] = fp.as_dict() if fp else None
         return out
@@ -442,8 +426,6 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
     ConfigError naming each one and the flag that gives it. ``show(text)`` receives what was
     detected before anything is written.
     """
-    from . import init as init_mod
-
     root_path = Path(root).resolve()
     plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
     if show is not None:
@@ -459,6 +441,4 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
 
 def reset(root: str | Path = ".", config: str | None = None) -> list[str]:
     """Archive the journal, remove slot worktrees and run branches (see ``assay reset``)."""
-    from .sessions import reset as reset_target
-
     return reset_target(load(root, config))
