@@ -64,3 +64,22 @@ def test_readers_read_through_the_table(tmp_path: Path) -> None:
     assert read_metric(MetricSpec("t", reader="summary_block"), "---\nt: 2.5\n", tmp_path) == 2.5
     assert read_metric(MetricSpec("t", reader="json", json_path="a.t"), '{"a": {"t": 3}}',
                        tmp_path) == 3.0
+
+
+def test_every_entry_names_a_factory_that_resolves() -> None:
+    from assay.registry import REVIEWERS
+
+    for table in (PROPOSERS, EXECUTORS, SAMPLERS, READERS, REVIEWERS):
+        for entry in table:
+            assert callable(table.get(entry.name)), entry
+
+
+def test_the_registry_imports_no_backend() -> None:
+    import ast
+
+    import assay.registry
+
+    tree = ast.parse(Path(assay.registry.__file__).read_text())
+    own = {node.module for node in ast.walk(tree)
+           if isinstance(node, ast.ImportFrom) and node.level > 0}
+    assert own == {"errors"}
