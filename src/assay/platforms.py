@@ -1,4 +1,4 @@
-"""Platforms: named groups of slots that are judged separately, and one slot per GPU.
+"""Platforms: named groups of slots that are judged separately.
 
 A portable project is judged per platform: a change that wins on x86 and regresses on ARM
 is not a win. ``[[platforms]]`` declares the groups::
