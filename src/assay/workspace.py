@@ -26,6 +26,7 @@ from typing import Any
 from . import applied
 from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
+from .holdout import holdout_files
 from .model import ParamValue
 
 # Header lines (never hunk lines, which begin with " ", "+", "-" or "\\") that make or change
@@ -541,8 +542,6 @@ class Workspace:
 
         One ``git ls-tree`` and one ``git cat-file --batch``, whatever the number of files.
         """
-        from .proposers.sandbox import holdout_files
-
         # -z: names verbatim (git quotes non-ASCII names otherwise, and no glob matches those)
         listing = [r for r in git(["ls-tree", "-r", "-l", "-z", commit], self.root).split("\0")
                    if r]
