@@ -303,10 +303,6 @@ def path_problem(target: Target, path: str) -> str | None:
     return None
 
 
-def scope_problems(target: Target, paths: Iterable[str]) -> list[str]:
-    return [p for p in (path_problem(target, x) for x in paths) if p]
-
-
 # ---------------------------------------------------------------------------- applying
 
 
