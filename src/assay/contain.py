@@ -30,7 +30,7 @@ from . import sandbox
 from .config import Target
 from .errors import ConfigError, ExecutorError
 from .git import git
-from .proposers.sandbox import holdout_files
+from .holdout import holdout_files
 
 # environment variables that name a cache folder a run writes (compilers, bytecode)
 CACHE_VARS = ("PYTHONPYCACHEPREFIX", "CCACHE_DIR", "SCCACHE_DIR")

@@ -41,6 +41,7 @@ from .model import (
     Verdict,
     as_pairs,
 )
+from .stats import make_rule
 from .watch import EARLY_STOP, against_incumbent
 
 MAX_RERUNS = 2  # re-measurements of suspicious values before the candidate is invalid
@@ -282,6 +283,4 @@ def with_values(d: Decision, runs: Sequence[RunResult], metric: str,
 
 
 def make_rule_for(ctx: DecisionContext) -> DecisionRule:
-    from .stats import make_rule
-
     return make_rule(ctx.spec)

@@ -26,6 +26,7 @@ from . import applied
 from .config import ParamSpec, Target
 from .errors import PatchError, WorkspaceError
 from .git import git
+from .holdout import holdout_files
 from .model import ParamValue
 
 # Header lines (never hunk lines, which begin with " ", "+", "-" or "\\") that make or change
@@ -509,8 +510,6 @@ class Workspace:
 
         One ``git ls-tree`` and one ``git cat-file --batch``, whatever the number of files.
         """
-        from .proposers.sandbox import holdout_files
-
         # -z: names verbatim (git quotes non-ASCII names otherwise, and no glob matches those)
         listing = [r for r in git(["ls-tree", "-r", "-l", "-z", commit],
                                   self.root).stdout.split("\0")

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import Target
 from ..errors import ProposerError
 from ..git import git
+from ..holdout import holdout_files
 from ..model import Hypothesis
 from .base import ExperimentSummary, ProposalContext
 
@@ -102,8 +103,6 @@ def incumbent_files(target: Target, commit: str, max_files: int = 200,
                     binary=True, error=ProposerError).stdout
     except (ProposerError, OSError):  # no repository or no such commit: no files
         return out
-    from .sandbox import holdout_files
-
     listed = [raw.decode(errors="replace") for raw in names.split(b"\0")]
     held = holdout_files(target, [p for p in listed if p])
     for path in listed:
@@ -192,23 +191,127 @@ def _measurement_text(ctx: ProposalContext) -> str:
     return "\n".join(meas)
 
 
-def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
-                  include_files: bool = True, note: str = "",
-                  files: Mapping[str, str] | None = None) -> BuiltContext:
-    """The proposal context as Markdown text of at most ``budget_tokens`` (estimated)."""
+@dataclass
+class _Sections:
+    """The sections of a context in their order: the fixed ones (task, measurement, note)
+    and those cut to fit (journal lines, hypotheses, research brief, files, task brief),
+    with what was cut so far."""
+
+    task: str
+    measurement: str
+    note: str
+    journal_head: str
+    include_files: bool
+    journal: list[str]
+    hypotheses: list[str]
+    research: str
+    files: dict[str, str]
+    brief: str
+    omitted: int = 0  # journal lines cut
+    listed: list[str] = field(default_factory=list)  # files named only
+    truncated: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        parts = [self.task]
+        if self.brief:
+            parts.append("## Brief\n" + self.brief)
+        parts.append(self.measurement)
+        jtext = self.journal_head
+        if self.journal:
+            jtext += "\n" + "\n".join(self.journal)
+        if self.omitted:
+            jtext += f"\n- ({self.omitted} older experiments not shown)"
+        parts.append(jtext)
+        if self.research:
+            parts.append("## Research brief\n" + self.research)
+        if self.hypotheses:
+            parts.append("## Open hypotheses\n" + "\n".join(self.hypotheses))
+        if self.include_files:
+            parts.append(self._files_text())
+        if self.note:
+            parts.append(self.note)
+        return "\n\n".join(parts) + "\n"
+
+    def _files_text(self) -> str:
+        ftext = ["## Editable files at the incumbent"]
+        for path, body in self.files.items():
+            fence = _fence(body)
+            ftext.append(f"{path}\n{fence}\n{body.rstrip(chr(10))}\n{fence}")
+        for name in self.listed:
+            ftext.append(f"{name} (not shown: over the context budget)")
+        if len(ftext) == 1:
+            ftext.append("(no editable file exists yet)")
+        return "\n\n".join(ftext)
+
+    def cut_journal(self, over: int) -> int:
+        """Drop journal lines, least important (end of the priority list) first, until
+        ``over`` characters are gone; returns what is still over."""
+        if over > 0 and self.journal:
+            dropped = 0
+            while self.journal and over > 0:
+                over -= len(self.journal.pop()) + 1
+                dropped += 1
+            self.omitted = dropped
+            over += 45  # the "(N older experiments not shown)" line
+            self.truncated.append(f"journal: {dropped} oldest lines")
+        return over
+
+    def cut_hypotheses(self, over: int) -> int:
+        """Drop hypotheses, lowest score first; returns what is still over."""
+        if over > 0 and self.hypotheses:
+            dropped = 0
+            while self.hypotheses and over > 0:
+                over -= len(self.hypotheses.pop()) + 1
+                dropped += 1
+            self.truncated.append(f"hypotheses: {dropped} lowest-scored")
+        return over
+
+    def cut_research(self, over: int) -> int:
+        """Keep the research brief's beginning (or nothing); returns what is still over."""
+        if over > 0 and self.research:
+            res = self.research
+            keep = max(0, len(res) - over - 60)
+            new = _cut(res, keep, "research brief") if keep > 200 else ""
+            over -= len(res) - len(new) + (0 if new else 20)
+            self.research = new
+            self.truncated.append("research brief")
+        return over
+
+    def cut_files(self, over: int, budget: int) -> int:
+        """Cut every file to a common cap (water-filling), naming only those left too short;
+        returns what is still over, measured on the text rendered anew."""
+        if over > 0 and self.files:
+            sizes = {p: len(b) for p, b in self.files.items()}
+            total_files = sum(sizes.values())
+            allowed = max(0, total_files - over - 80 * len(self.files))
+            cap = _water_cap(list(sizes.values()), allowed)
+            new_fl: dict[str, str] = {}
+            for p, body in self.files.items():
+                if len(body) <= cap:
+                    new_fl[p] = body
+                elif cap >= MIN_FILE_CHARS:
+                    new_fl[p] = _cut(body, cap, f"{p} is cut here; quote only lines shown above")
+                    self.truncated.append(f"file {p}")
+                else:
+                    self.listed.append(f"{p} ({len(body)} characters)")
+                    self.truncated.append(f"file {p} (listed only)")
+            self.files = new_fl
+            over = len(self.render()) - budget
+        return over
+
+    def cut_brief(self, over: int) -> None:
+        """Keep the task brief's beginning, or say it is over the budget."""
+        if over > 0 and self.brief:
+            br = self.brief
+            keep = max(0, len(br) - over - 60)
+            self.brief = _cut(br, keep, "brief") if keep > 200 \
+                else "(the brief is over the context budget)"
+            self.truncated.append("task brief")
+
+
+def _journal_head(ctx: ProposalContext) -> str:
+    """The journal's heading: the experiments so far by state, and how to read a line."""
     t = ctx.target
-    truncated: list[str] = []
-
-    # ---- fixed parts (never cut)
-    inc = ctx.incumbent
-    head_text = _task_text(ctx)
-    meas_text = _measurement_text(ctx)
-    note_text = note.strip()
-
-    # ---- cuttable parts
-    brief = _read_brief(t)
-    history = _ordered_history(ctx.history)
-    lines = [summary_line(e) for e in history]
     counts: dict[str, int] = {}
     for e in ctx.history:
         counts[e.state] = counts.get(e.state, 0) + 1
@@ -220,109 +323,52 @@ def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
             f"{t.decision.confidence:.0%} interval.")
     else:
         journal_head += "No experiments yet."
+    return journal_head
+
+
+def _hypothesis_lines(ctx: ProposalContext) -> list[str]:
+    """One line per open (or testing) hypothesis, highest score first."""
     hyps: list[Hypothesis] = sorted(
         (h for h in ctx.hypotheses if h.status in ("open", "testing")),
         key=lambda h: -h.score)
-    hyp_lines = [f"- H{h.id} ({h.status}, score {h.score:.2f}) {_one_line(h.text, 300)}"
-                 + (f" [sources: {', '.join(h.sources[:3])}]" if h.sources else "")
-                 for h in hyps]
-    research = ctx.research_brief.strip()
+    return [f"- H{h.id} ({h.status}, score {h.score:.2f}) {_one_line(h.text, 300)}"
+            + (f" [sources: {', '.join(h.sources[:3])}]" if h.sources else "")
+            for h in hyps]
+
+
+def _sections(ctx: ProposalContext, include_files: bool, note: str,
+              files: Mapping[str, str] | None) -> _Sections:
+    """Every section of the context, in full."""
+    t = ctx.target
     file_map: dict[str, str] = {}
     if include_files:
         file_map = dict(files if files is not None else ctx.files)
         if not file_map:
-            file_map = incumbent_files(t, inc.commit)
+            file_map = incumbent_files(t, ctx.incumbent.commit)
+    return _Sections(
+        task=_task_text(ctx), measurement=_measurement_text(ctx), note=note.strip(),
+        journal_head=_journal_head(ctx), include_files=include_files,
+        journal=[summary_line(e) for e in _ordered_history(ctx.history)],
+        hypotheses=_hypothesis_lines(ctx), research=ctx.research_brief.strip(),
+        files=dict(sorted(file_map.items())), brief=_read_brief(t))
 
+
+def build_context(ctx: ProposalContext, budget_tokens: int = 24_000, *,
+                  include_files: bool = True, note: str = "",
+                  files: Mapping[str, str] | None = None) -> BuiltContext:
+    """The proposal context as Markdown text of at most ``budget_tokens`` (estimated)."""
+    sections = _sections(ctx, include_files, note, files)
     budget = budget_tokens * CHARS_PER_TOKEN
-
-    def render(jl: list[str], omitted: int, hl: list[str], res: str,
-               fl: Mapping[str, str], listed: Sequence[str], br: str) -> str:
-        parts = [head_text]
-        if br:
-            parts.append("## Brief\n" + br)
-        parts.append(meas_text)
-        jtext = journal_head
-        if jl:
-            jtext += "\n" + "\n".join(jl)
-        if omitted:
-            jtext += f"\n- ({omitted} older experiments not shown)"
-        parts.append(jtext)
-        if res:
-            parts.append("## Research brief\n" + res)
-        if hl:
-            parts.append("## Open hypotheses\n" + "\n".join(hl))
-        if include_files:
-            ftext = ["## Editable files at the incumbent"]
-            for path, body in fl.items():
-                fence = _fence(body)
-                ftext.append(f"{path}\n{fence}\n{body.rstrip(chr(10))}\n{fence}")
-            for name in listed:
-                ftext.append(f"{name} (not shown: over the context budget)")
-            if len(ftext) == 1:
-                ftext.append("(no editable file exists yet)")
-            parts.append("\n\n".join(ftext))
-        if note_text:
-            parts.append(note_text)
-        return "\n\n".join(parts) + "\n"
-
-    jl, hl, res, br = list(lines), list(hyp_lines), research, brief
-    fl: dict[str, str] = dict(sorted(file_map.items()))
-    listed: list[str] = []
-    omitted = 0
-    text = render(jl, omitted, hl, res, fl, listed, br)
-    over = len(text) - budget
-
-    # 1. journal lines, least important (end of the priority list) first
-    if over > 0 and jl:
-        dropped = 0
-        while jl and over > 0:
-            over -= len(jl.pop()) + 1
-            dropped += 1
-        omitted = dropped
-        over += 45  # the "(N older experiments not shown)" line
-        truncated.append(f"journal: {dropped} oldest lines")
-    # 2. hypotheses, lowest score first
-    if over > 0 and hl:
-        dropped = 0
-        while hl and over > 0:
-            over -= len(hl.pop()) + 1
-            dropped += 1
-        truncated.append(f"hypotheses: {dropped} lowest-scored")
-    # 3. research brief
-    if over > 0 and res:
-        keep = max(0, len(res) - over - 60)
-        new = _cut(res, keep, "research brief") if keep > 200 else ""
-        over -= len(res) - len(new) + (0 if new else 20)
-        res = new
-        truncated.append("research brief")
-    # 4. files: water-fill to a common cap
-    if over > 0 and fl:
-        sizes = {p: len(b) for p, b in fl.items()}
-        total_files = sum(sizes.values())
-        allowed = max(0, total_files - over - 80 * len(fl))
-        cap = _water_cap(list(sizes.values()), allowed)
-        new_fl: dict[str, str] = {}
-        for p, body in fl.items():
-            if len(body) <= cap:
-                new_fl[p] = body
-            elif cap >= MIN_FILE_CHARS:
-                new_fl[p] = _cut(body, cap, f"{p} is cut here; quote only lines shown above")
-                truncated.append(f"file {p}")
-            else:
-                listed.append(f"{p} ({len(body)} characters)")
-                truncated.append(f"file {p} (listed only)")
-        fl = new_fl
-        text = render(jl, omitted, hl, res, fl, listed, br)
-        over = len(text) - budget
-    # 5. the task brief
-    if over > 0 and br:
-        keep = max(0, len(br) - over - 60)
-        br = _cut(br, keep, "brief") if keep > 200 else "(the brief is over the context budget)"
-        truncated.append("task brief")
-    text = render(jl, omitted, hl, res, fl, listed, br)
-    if truncated:
-        text += f"\n(Cut to fit the context budget: {'; '.join(truncated)}.)\n"
-    return BuiltContext(text, estimate_tokens(text), tuple(truncated))
+    over = len(sections.render()) - budget
+    over = sections.cut_journal(over)
+    over = sections.cut_hypotheses(over)
+    over = sections.cut_research(over)
+    over = sections.cut_files(over, budget)
+    sections.cut_brief(over)
+    text = sections.render()
+    if sections.truncated:
+        text += f"\n(Cut to fit the context budget: {'; '.join(sections.truncated)}.)\n"
+    return BuiltContext(text, estimate_tokens(text), tuple(sections.truncated))
 
 
 def _water_cap(sizes: list[int], allowed: int) -> int:

@@ -182,9 +182,7 @@ def parse_reply(text: str) -> ParsedReply:
                 raise EditError(
                     f"line {i + 1}: '{line.strip()}' appears outside an edit block; every "
                     "block starts with '<<<<<<< SEARCH' (or '<<<<<<< FILE').", "malformed")
-            m = _HYPOTHESIS.match(line)
-            if m and not hypothesis and m.group(1).strip():
-                hypothesis = m.group(1).strip().strip("*").strip()
+            hypothesis = hypothesis or _hypothesis_in(line)
             i += 1
             continue
         n = len(blocks) + 1
@@ -194,47 +192,70 @@ def parse_reply(text: str) -> ParsedReply:
             raise EditError(
                 f"edit block {n} has no file path: put the path, relative to the repository "
                 f"root, alone on the line before '{marker}'.", "malformed")
-        j = i + 1
-        if is_file:
-            body: list[str] = []
-            while j < len(lines) and not _FILE_END.match(lines[j]):
-                if _SEARCH.match(lines[j]) or _FILE.match(lines[j]):
-                    raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
-                                    "with '>>>>>>> FILE' before the next block starts.",
-                                    "malformed")
-                body.append(lines[j])
-                j += 1
-            if j >= len(lines):
-                raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
-                                "with '>>>>>>> FILE'.", "unterminated")
-            blocks.append(EditBlock(path, "", _join(body), "file", n))
-        else:
-            search: list[str] = []
-            while j < len(lines) and not _DIVIDER.match(lines[j]):
-                if _SEARCH.match(lines[j]) or _REPLACE.match(lines[j]) or _FILE.match(lines[j]):
-                    raise EditError(f"edit block {n} ({path}): the SEARCH section has no "
-                                    "'=======' line before the block ends.", "malformed")
-                search.append(lines[j])
-                j += 1
-            if j >= len(lines):
-                raise EditError(f"edit block {n} ({path}): the reply ends inside the SEARCH "
-                                "section ('=======' and '>>>>>>> REPLACE' are missing).",
-                                "unterminated")
-            j += 1
-            replace: list[str] = []
-            while j < len(lines) and not _REPLACE.match(lines[j]):
-                if _SEARCH.match(lines[j]) or _FILE.match(lines[j]) or _DIVIDER.match(lines[j]):
-                    raise EditError(f"edit block {n} ({path}): the REPLACE section is not "
-                                    "closed with '>>>>>>> REPLACE'.", "malformed")
-                replace.append(lines[j])
-                j += 1
-            if j >= len(lines):
-                raise EditError(f"edit block {n} ({path}): the reply ends inside the REPLACE "
-                                "section ('>>>>>>> REPLACE' is missing).", "unterminated")
-            blocks.append(EditBlock(path, _join(search), _join(replace), "replace", n))
+        read = _file_block if is_file else _replace_block
+        block, j = read(lines, i + 1, n, path)
+        blocks.append(block)
         last_path = path
         floor = j + 1
         i = j + 1
+    return _reply(hypothesis, blocks, lines)
+
+
+def _hypothesis_in(line: str) -> str:
+    """The hypothesis a ``HYPOTHESIS: ...`` line states, or ''."""
+    m = _HYPOTHESIS.match(line)
+    if m and m.group(1).strip():
+        return m.group(1).strip().strip("*").strip()
+    return ""
+
+
+def _file_block(lines: list[str], j: int, n: int, path: str) -> tuple[EditBlock, int]:
+    """Whole-file block ``n``, its body starting at line ``j``; with the line that ends it."""
+    body: list[str] = []
+    while j < len(lines) and not _FILE_END.match(lines[j]):
+        if _SEARCH.match(lines[j]) or _FILE.match(lines[j]):
+            raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
+                            "with '>>>>>>> FILE' before the next block starts.",
+                            "malformed")
+        body.append(lines[j])
+        j += 1
+    if j >= len(lines):
+        raise EditError(f"edit block {n} ({path}): '<<<<<<< FILE' is never closed "
+                        "with '>>>>>>> FILE'.", "unterminated")
+    return EditBlock(path, "", _join(body), "file", n), j
+
+
+def _replace_block(lines: list[str], j: int, n: int, path: str) -> tuple[EditBlock, int]:
+    """SEARCH/REPLACE block ``n``, its SEARCH section starting at line ``j``; with the
+    line that ends it."""
+    search: list[str] = []
+    while j < len(lines) and not _DIVIDER.match(lines[j]):
+        if _SEARCH.match(lines[j]) or _REPLACE.match(lines[j]) or _FILE.match(lines[j]):
+            raise EditError(f"edit block {n} ({path}): the SEARCH section has no "
+                            "'=======' line before the block ends.", "malformed")
+        search.append(lines[j])
+        j += 1
+    if j >= len(lines):
+        raise EditError(f"edit block {n} ({path}): the reply ends inside the SEARCH "
+                        "section ('=======' and '>>>>>>> REPLACE' are missing).",
+                        "unterminated")
+    j += 1
+    replace: list[str] = []
+    while j < len(lines) and not _REPLACE.match(lines[j]):
+        if _SEARCH.match(lines[j]) or _FILE.match(lines[j]) or _DIVIDER.match(lines[j]):
+            raise EditError(f"edit block {n} ({path}): the REPLACE section is not "
+                            "closed with '>>>>>>> REPLACE'.", "malformed")
+        replace.append(lines[j])
+        j += 1
+    if j >= len(lines):
+        raise EditError(f"edit block {n} ({path}): the reply ends inside the REPLACE "
+                        "section ('>>>>>>> REPLACE' is missing).", "unterminated")
+    return EditBlock(path, _join(search), _join(replace), "replace", n), j
+
+
+def _reply(hypothesis: str, blocks: list[EditBlock], lines: list[str]) -> ParsedReply:
+    """The parsed reply, once it is known to hold blocks and a hypothesis (or to say it has
+    no more ideas)."""
     if not blocks:
         if any(ln.strip().strip("*`") == NO_MORE_IDEAS for ln in lines):
             return ParsedReply(hypothesis, (), no_more_ideas=True)
@@ -364,6 +385,14 @@ def _closest(hay: list[str], needle: list[str]) -> str:
     return "\n".join(hay[start:end])
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """Why one block could not be applied: the :class:`EditError` kind and the message."""
+
+    kind: str
+    message: str
+
+
 def apply_blocks(blocks: Iterable[EditBlock], read: Callable[[str], str | None],
                  whole_file_max_bytes: int = WHOLE_FILE_MAX_BYTES) -> Applied:
     """Apply ``blocks`` to the files ``read(path)`` returns (None: no such file).
@@ -373,7 +402,7 @@ def apply_blocks(blocks: Iterable[EditBlock], read: Callable[[str], str | None],
     """
     current: dict[str, str | None] = {}
     original: dict[str, str | None] = {}
-    problems: list[tuple[str, str]] = []
+    problems: list[_Problem] = []
 
     def text_of(path: str) -> str | None:
         if path not in current:
@@ -385,78 +414,106 @@ def apply_blocks(blocks: Iterable[EditBlock], read: Callable[[str], str | None],
         where = f"edit block {b.index} ({path})"
         old = text_of(path)
         if b.kind == "file":
-            size_old = len(old.encode()) if old is not None else 0
-            size_new = len(b.replace.encode())
-            if max(size_old, size_new) > whole_file_max_bytes:
-                problems.append(("too_large", f"{where}: whole-file replacement is only for "
-                                 f"files of at most {whole_file_max_bytes} bytes (this one has "
-                                 f"{max(size_old, size_new)}); use SEARCH/REPLACE blocks."))
-                continue
-            crlf = _split(old)[2] if old else False
-            current[path] = b.replace.replace("\n", "\r\n") if crlf else b.replace
-            continue
-        if not b.search.strip():
-            if old is not None:
-                problems.append(("malformed", f"{where}: SEARCH is empty but the file exists; "
-                                 "quote the lines to replace (an empty SEARCH only creates a "
-                                 "new file)."))
-                continue
-            current[path] = b.replace
-            continue
-        if old is None:
-            others = [p for p, t in current.items() if t and b.search in t]
-            hint = f" The SEARCH text is in {others[0]}." if others else ""
-            problems.append(("no_file", f"{where}: the file does not exist; to create it give "
-                             f"an empty SEARCH section.{hint}"))
-            continue
-        hay, ends, crlf = _split(old)
-        needle = b.search.split("\n")[:-1]
-        repl = b.replace.split("\n")[:-1]
-        hits = _find(hay, needle, lambda s: s.rstrip("\r"))
-        if not hits:
-            hits = _find(hay, needle, str.rstrip)
-        placed: tuple[int, list[str]] | None = None
-        if len(hits) == 1:
-            placed = (hits[0], repl)
-        elif not hits:
-            re_hits = _find_reindented(hay, needle)
-            if len(re_hits) == 1:
-                i, drop, add = re_hits[0]
-                fixed = [(add + x[len(drop):] if x.startswith(drop) else add + x.lstrip())
-                         if x.strip() else x for x in repl]
-                placed = (i, fixed)
-            elif len(re_hits) > 1:
-                hits = [h[0] for h in re_hits]
-        if placed is None:
-            if len(hits) > 1:
-                lines_at = ", ".join(str(h + 1) for h in hits[:6])
-                problems.append(("ambiguous", f"{where}: SEARCH matches {len(hits)} places "
-                                 f"(lines {lines_at}); add surrounding lines so it matches "
-                                 "exactly one."))
-                continue
-            near = _closest(hay, needle)
-            msg = (f"{where}: SEARCH does not match the file. It must quote existing lines "
-                   "exactly (whitespace, comments and all).")
-            if near:
-                msg += f" The closest lines in {path} are:\n```\n{near}\n```"
-            else:
-                msg += f" No line of it appears in {path}."
-            problems.append(("no_match", msg))
-            continue
-        i, new_lines = placed
-        if crlf:
-            new_lines = [x + "\r" for x in new_lines]
-        out = hay[:i] + new_lines + hay[i + len(needle):]
-        current[path] = "\n".join(out) + ("\n" if out and ends else "")
+            result = _whole_file(b, old, where, whole_file_max_bytes)
+        elif not b.search.strip():
+            result = _new_file(b, old, where)
+        elif old is None:
+            result = _no_file(b, where, current)
+        else:
+            result = _replaced(b, old, path, where)
+        if isinstance(result, _Problem):
+            problems.append(result)
+        else:
+            current[path] = result
     if problems:
-        kind = problems[0][0]
-        raise EditError("\n".join(m for _, m in problems), kind)
+        raise EditError("\n".join(p.message for p in problems), problems[0].kind)
     changes = {p: (original[p], t) for p, t in current.items()
                if t is not None and t != original[p]}
     if not changes:
         raise EditError("the edits change nothing (every REPLACE equals its SEARCH).",
                         "no_change")
     return Applied(changes)
+
+
+def _whole_file(b: EditBlock, old: str | None, where: str, max_bytes: int) -> str | _Problem:
+    """The file's new text from a whole-file block (keeping CRLF line ends)."""
+    size_old = len(old.encode()) if old is not None else 0
+    size_new = len(b.replace.encode())
+    if max(size_old, size_new) > max_bytes:
+        return _Problem("too_large", f"{where}: whole-file replacement is only for files of "
+                        f"at most {max_bytes} bytes (this one has {max(size_old, size_new)}); "
+                        "use SEARCH/REPLACE blocks.")
+    crlf = _split(old)[2] if old else False
+    return b.replace.replace("\n", "\r\n") if crlf else b.replace
+
+
+def _new_file(b: EditBlock, old: str | None, where: str) -> str | _Problem:
+    """The text of a file an empty SEARCH creates; a problem when it exists."""
+    if old is not None:
+        return _Problem("malformed", f"{where}: SEARCH is empty but the file exists; quote "
+                        "the lines to replace (an empty SEARCH only creates a new file).")
+    return b.replace
+
+
+def _no_file(b: EditBlock, where: str, current: Mapping[str, str | None]) -> _Problem:
+    """The problem of a SEARCH in a file that does not exist, naming a file that has it."""
+    others = [p for p, t in current.items() if t and b.search in t]
+    hint = f" The SEARCH text is in {others[0]}." if others else ""
+    return _Problem("no_file", f"{where}: the file does not exist; to create it give an "
+                    f"empty SEARCH section.{hint}")
+
+
+def _replaced(b: EditBlock, old: str, path: str, where: str) -> str | _Problem:
+    """``old`` with the block's SEARCH lines replaced, where they match exactly one place."""
+    hay, ends, crlf = _split(old)
+    needle = b.search.split("\n")[:-1]
+    repl = b.replace.split("\n")[:-1]
+    placed, hits = _place(hay, needle, repl)
+    if placed is None:
+        return _unplaced(hay, needle, hits, path, where)
+    i, new_lines = placed
+    if crlf:
+        new_lines = [x + "\r" for x in new_lines]
+    out = hay[:i] + new_lines + hay[i + len(needle):]
+    return "\n".join(out) + ("\n" if out and ends else "")
+
+
+def _place(hay: list[str], needle: list[str], repl: list[str]
+           ) -> tuple[tuple[int, list[str]] | None, list[int]]:
+    """Where the SEARCH lines go and their replacement (re-indented where the match was),
+    or None with the places that matched (several, or none)."""
+    hits = _find(hay, needle, lambda s: s.rstrip("\r"))
+    if not hits:
+        hits = _find(hay, needle, str.rstrip)
+    if len(hits) == 1:
+        return (hits[0], repl), hits
+    if not hits:
+        re_hits = _find_reindented(hay, needle)
+        if len(re_hits) == 1:
+            i, drop, add = re_hits[0]
+            fixed = [(add + x[len(drop):] if x.startswith(drop) else add + x.lstrip())
+                     if x.strip() else x for x in repl]
+            return (i, fixed), hits
+        if len(re_hits) > 1:
+            hits = [h[0] for h in re_hits]
+    return None, hits
+
+
+def _unplaced(hay: list[str], needle: list[str], hits: list[int], path: str,
+              where: str) -> _Problem:
+    """The problem of SEARCH lines that match several places, or none (with the closest)."""
+    if len(hits) > 1:
+        lines_at = ", ".join(str(h + 1) for h in hits[:6])
+        return _Problem("ambiguous", f"{where}: SEARCH matches {len(hits)} places (lines "
+                        f"{lines_at}); add surrounding lines so it matches exactly one.")
+    near = _closest(hay, needle)
+    msg = (f"{where}: SEARCH does not match the file. It must quote existing lines "
+           "exactly (whitespace, comments and all).")
+    if near:
+        msg += f" The closest lines in {path} are:\n```\n{near}\n```"
+    else:
+        msg += f" No line of it appears in {path}."
+    return _Problem("no_match", msg)
 
 
 # ---------------------------------------------------------------------------- diffs

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import keys
@@ -88,6 +89,7 @@ from .edits import (
     FORMAT_RULES,
     WHOLE_FILE_MAX_BYTES,
     EditError,
+    ParsedReply,
     apply_blocks,
     parse_reply,
     path_problem,
@@ -109,6 +111,36 @@ and keep the program correct (its checks must still pass).
 RETRIES = 2
 CONTEXT_TOKENS = 24_000
 MAX_TOKENS = 4096
+
+
+@dataclass
+class _Tally:
+    """What the model calls for one candidate met: its calls, attempts and feedback."""
+
+    provider: str
+    model: str  # the model the endpoint last said it served
+    context_tokens: int
+    calls: list[int] = field(default_factory=list)  # the meter's call ids
+    attempts: int = 0
+    http_attempts: int = 0
+    feedback: list[str] = field(default_factory=list)  # the kind of each rejected reply
+    estimated: bool = False  # some token count was estimated
+
+    def add(self, reply: ChatReply, call_id: int | None) -> None:
+        if call_id is not None:
+            self.calls.append(call_id)
+        self.attempts += 1
+        self.http_attempts += reply.attempts
+        self.estimated = self.estimated or reply.tokens_estimated
+        self.model = reply.model or self.model
+
+    def meta(self) -> dict[str, Any]:
+        """The candidate's meta: what its model calls were and what they met."""
+        return {"provider": self.provider, "model": self.model,
+                "model_calls": list(self.calls),
+                "attempts": self.attempts,
+                "http_attempts": self.http_attempts, "feedback": list(self.feedback),
+                "context_tokens": self.context_tokens, "tokens_estimated": self.estimated}
 
 
 class LLMProposer(Proposer):
@@ -216,21 +248,66 @@ class LLMProposer(Proposer):
         commit = context.incumbent.commit
         messages: list[dict[str, str]] = [{"role": "user", "content": self._ask(built, i, n,
                                                                                 wave)}]
-        attempts = http_attempts = 0
-        estimated = False
-        calls: list[int] = []
-        feedback: list[str] = []
+        tally = _Tally(self.client.settings.provider, self.client.settings.model, built.tokens)
+        read = self._reader(files, commit)
         retries_left = self.retries
         dup_reasked = False
-        model = self.client.settings.model
+        while True:
+            reply = self._complete(messages, meter, tally)
+            hypothesis = ""
+            try:
+                parsed = parse_reply(reply.text)
+                if parsed.no_more_ideas:
+                    return None
+                hypothesis = parsed.hypothesis
+                patch = self._patch(parsed, read)
+            except EditError as exc:
+                problem = str(exc)
+                if reply.truncated:
+                    problem = ("Your reply was cut off at the output token limit. Make fewer, "
+                               "smaller edit blocks.\n" + problem)
+                tally.feedback.append(exc.kind)
+                if retries_left <= 0:
+                    return rejected(commit, self.name, f"{exc.kind}: {problem}",
+                                    hypothesis=hypothesis, meta=tally.meta())
+                retries_left -= 1
+                messages += [{"role": "assistant", "content": reply.text or "(empty reply)"},
+                             {"role": "user", "content":
+                              f"Your reply could not be used:\n{problem}\n\nNone of your edits "
+                              "were applied. Reply again in full: the HYPOTHESIS line and the "
+                              "complete set of edit blocks, against the files as they were "
+                              "shown to you."}]
+                continue
+            cand = Candidate(base_commit=commit, patch=patch, hypothesis=hypothesis,
+                             proposer=self.name, meta=tally.meta())
+            if cand.digest in seen:
+                tally.feedback.append("duplicate")
+                if dup_reasked:
+                    return rejected(commit, self.name, "duplicate: the same change as an "
+                                    "experiment already tried", patch=patch,
+                                    hypothesis=hypothesis, meta=tally.meta())
+                dup_reasked = True
+                messages += [{"role": "assistant", "content": reply.text},
+                             {"role": "user", "content":
+                              "That exact change was already tried (it is in the journal or "
+                              "in this round). Propose a different change, in full."}]
+                continue
+            return cand
 
-        def meta() -> dict[str, Any]:
-            return {"provider": self.client.settings.provider, "model": model,
-                    "model_calls": list(calls),
-                    "attempts": attempts,
-                    "http_attempts": http_attempts, "feedback": list(feedback),
-                    "context_tokens": built.tokens, "tokens_estimated": estimated}
+    def _complete(self, messages: list[dict[str, str]], meter: Meter, tally: _Tally
+                  ) -> ChatReply:
+        """The model's reply to ``messages``, within the spending caps, charged and tallied."""
+        meter.check(tally.model, prompt_tokens(SYSTEM_PROMPT, *(m["content"] for m in messages)),
+                    self.client.settings.max_tokens)
+        reply: ChatReply = self.client.complete(SYSTEM_PROMPT, messages)
+        _, call_id = meter.charge(Usage(
+            reply.model or tally.model, reply.tokens_in, reply.tokens_out, reply.tokens_cached,
+            reply.tokens_cache_write, estimated=reply.tokens_estimated))
+        tally.add(reply, call_id)
+        return reply
 
+    def _reader(self, files: Mapping[str, str], commit: str) -> Callable[[str], str | None]:
+        """The text of a file at ``commit`` (``files`` first); None when absent or binary."""
         def read(path: str) -> str | None:
             if path in files:
                 return files[path]
@@ -243,64 +320,18 @@ class LLMProposer(Proposer):
             except UnicodeDecodeError:
                 return None
 
-        while True:
-            meter.check(model, prompt_tokens(SYSTEM_PROMPT, *(m["content"] for m in messages)),
-                        self.client.settings.max_tokens)
-            reply: ChatReply = self.client.complete(SYSTEM_PROMPT, messages)
-            _, call_id = meter.charge(Usage(
-                reply.model or model, reply.tokens_in, reply.tokens_out, reply.tokens_cached,
-                reply.tokens_cache_write, estimated=reply.tokens_estimated))
-            if call_id is not None:
-                calls.append(call_id)
-            attempts += 1
-            http_attempts += reply.attempts
-            estimated = estimated or reply.tokens_estimated
-            model = reply.model or model
-            hypothesis = ""
-            try:
-                parsed = parse_reply(reply.text)
-                if parsed.no_more_ideas:
-                    return None
-                hypothesis = parsed.hypothesis
-                bad = [f"edit block {b.index} ({b.path}): {why}" for b in parsed.blocks
-                       if (why := path_problem(self.target, b.path))]
-                if bad:
-                    raise EditError("\n".join(bad) + "\nEdit only files matching: "
-                                    + ", ".join(self.target.editable) + ".", "scope")
-                applied = apply_blocks(parsed.blocks, read, self.whole_file_max_bytes)
-                patch = unified_diff(applied.changes)
-            except EditError as exc:
-                problem = str(exc)
-                if reply.truncated:
-                    problem = ("Your reply was cut off at the output token limit. Make fewer, "
-                               "smaller edit blocks.\n" + problem)
-                feedback.append(exc.kind)
-                if retries_left <= 0:
-                    return rejected(commit, self.name, f"{exc.kind}: {problem}",
-                                    hypothesis=hypothesis, meta=meta())
-                retries_left -= 1
-                messages += [{"role": "assistant", "content": reply.text or "(empty reply)"},
-                             {"role": "user", "content":
-                              f"Your reply could not be used:\n{problem}\n\nNone of your edits "
-                              "were applied. Reply again in full: the HYPOTHESIS line and the "
-                              "complete set of edit blocks, against the files as they were "
-                              "shown to you."}]
-                continue
-            cand = Candidate(base_commit=commit, patch=patch, hypothesis=hypothesis,
-                             proposer=self.name, meta=meta())
-            if cand.digest in seen:
-                feedback.append("duplicate")
-                if dup_reasked:
-                    return rejected(commit, self.name, "duplicate: the same change as an "
-                                    "experiment already tried", patch=patch,
-                                    hypothesis=hypothesis, meta=meta())
-                dup_reasked = True
-                messages += [{"role": "assistant", "content": reply.text},
-                             {"role": "user", "content":
-                              "That exact change was already tried (it is in the journal or "
-                              "in this round). Propose a different change, in full."}]
-                continue
-            return cand
+        return read
+
+    def _patch(self, parsed: ParsedReply, read: Callable[[str], str | None]) -> str:
+        """The reply's edits as a diff; :class:`EditError` when one is out of scope or
+        cannot be applied."""
+        bad = [f"edit block {b.index} ({b.path}): {why}" for b in parsed.blocks
+               if (why := path_problem(self.target, b.path))]
+        if bad:
+            raise EditError("\n".join(bad) + "\nEdit only files matching: "
+                            + ", ".join(self.target.editable) + ".", "scope")
+        applied = apply_blocks(parsed.blocks, read, self.whole_file_max_bytes)
+        return unified_diff(applied.changes)
 
     def close(self) -> None:
         try:

@@ -3,7 +3,7 @@
 :func:`private_checkout` writes the incumbent's files into a fresh repository in the
 system's temporary folder, outside the target and its ``.assay`` (journal, logs, slot
 worktrees): a plain ``git init`` with one commit, no link back to the target's repository.
-The holdout files (:func:`holdout_files`: the ``[scope] holdout`` globs and the files
+The holdout files (:func:`assay.holdout.holdout_files`: the ``[scope] holdout`` globs and the files
 ``[commands] holdout`` names) are left out.
 
 :func:`hidden_paths` lists what the agent's process must not see at all; where the machine
@@ -15,29 +15,16 @@ folder, the holdout files), and ``/proc`` shows only the agent's own processes.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from ..config import Target, glob_match
 from ..errors import ProposerError
 from ..git import git
+from ..holdout import holdout_files
 
 _IDENT = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
           "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost",
           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
-
-
-def holdout_files(target: Target, names: list[str]) -> set[str]:
-    """The paths among ``names`` that belong to the holdout and never reach a proposer."""
-    globs = list(target.holdout_files)
-    named: set[str] = set()
-    if target.holdout is not None:
-        try:
-            words = shlex.split(target.holdout.cmd)
-        except ValueError:
-            words = target.holdout.cmd.split()
-        named = {w.removeprefix("./") for w in words}
-    return {n for n in names if n in named or any(glob_match(n, g) for g in globs)}
 
 
 def private_checkout(target: Target, commit: str, dest: Path) -> str:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from ..config import DecisionSpec
 from ..decision import DecisionRule, FixedPairs
 from .bounds import efficacy_bounds, planned_looks
-from .calibrate import Calibration, calibrate, resolvable
+from .calibrate import NoiseEstimate, calibrate, resolvable
 from .expensive import ExpensiveRule
 from .sequential import SequentialRule
 
-__all__ = ["Calibration", "ExpensiveRule", "SequentialRule", "calibrate", "efficacy_bounds",
+__all__ = ["ExpensiveRule", "NoiseEstimate", "SequentialRule", "calibrate", "efficacy_bounds",
            "make_rule", "planned_looks", "resolvable"]
 
 

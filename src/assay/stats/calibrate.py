@@ -17,13 +17,15 @@ from ..model import Direction, Pair
 from .noise import NoiseState, aa_samples, describe, resolvable, track
 from .regime import Regime
 
-__all__ = ["Calibration", "calibrate", "resolvable", "state_of"]
+__all__ = ["NoiseEstimate", "calibrate", "resolvable", "state_of"]
 
 WILD_K = 4.5  # robust sds: A/A pairs beyond this are named in the message
 
 
 @dataclass(frozen=True)
-class Calibration:
+class NoiseEstimate:
+    """What the A/A blocks say: each slot's pair noise, the slots quarantined and δ."""
+
     noise: Mapping[str, float]  # sd of one pair's log-ratio, per slot still in use
     pooled: float  # pooled over the slots in use
     pooled_df: int  # A/A pairs behind ``pooled``
@@ -35,7 +37,7 @@ class Calibration:
     regime: Regime | None = None  # which noise the run is in (assay.stats.regime)
 
 
-def state_of(cal: Calibration) -> NoiseState:
+def state_of(cal: NoiseEstimate) -> NoiseState:
     return NoiseState(noise=cal.noise, pooled=cal.pooled,
                       samples={s: len(v) for s, v in cal.samples.items()},
                       delta=cal.delta_effective, quarantined=cal.quarantined, raw=cal.raw_noise,
@@ -43,12 +45,12 @@ def state_of(cal: Calibration) -> NoiseState:
 
 
 def calibrate(aa_pairs: Mapping[str, Sequence[Pair]], spec: DecisionSpec,
-              direction: Direction) -> Calibration:
+              direction: Direction) -> NoiseEstimate:
     """Per-slot noise from A/A pairs, quarantine of noisy slots, and the effective δ."""
     samples = {s: aa_samples(list(ps), direction) for s, ps in aa_pairs.items()}
     if not any(samples.values()):
-        return Calibration({}, math.nan, 0, spec.delta, {},
-                           f"no A/A pairs measured: noise unknown, δ stays {spec.delta:.2%}")
+        return NoiseEstimate({}, math.nan, 0, spec.delta, {},
+                             f"no A/A pairs measured: noise unknown, δ stays {spec.delta:.2%}")
     state = track(samples, spec, recent=[(s, v) for s, vs in samples.items() for v in vs])
     quarantined = dict(state.quarantined)
     for s, v in samples.items():
@@ -61,7 +63,8 @@ def calibrate(aa_pairs: Mapping[str, Sequence[Pair]], spec: DecisionSpec,
     if wild:
         message += (f"; {wild} wild A/A pair(s) beyond {WILD_K:g} robust sd: the median-based "
                     "estimate gives them no more weight than any other pair")
-    return Calibration(noise=dict(state.noise), pooled=state.pooled, pooled_df=len(used),
-                       delta_effective=state.delta, quarantined=quarantined, message=message,
-                       raw_noise=dict(state.raw),
-                       samples={s: tuple(v) for s, v in samples.items()}, regime=state.regime)
+    return NoiseEstimate(noise=dict(state.noise), pooled=state.pooled, pooled_df=len(used),
+                         delta_effective=state.delta, quarantined=quarantined, message=message,
+                         raw_noise=dict(state.raw),
+                         samples={s: tuple(v) for s, v in samples.items()},
+                         regime=state.regime)

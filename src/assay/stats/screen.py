@@ -11,7 +11,6 @@ and the decision says so.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,17 +102,3 @@ def screen(pairs: Sequence[Pair], x: Sequence[float], noise: float,
                     suspicious=sum(1 for _, w in flagged if w == "suspicious"),
                     unreproduced=unreproduced, over_cap=over_cap, set_aside=tuple(set_aside))
 
-
-def pooled_sd(values: Sequence[float], prior_sd: float, prior_df: int) -> tuple[float, float]:
-    """The sd of one value, pooling the sample with a prior estimate; returns (sd, df)."""
-    n = len(values)
-    ss = 0.0
-    if n >= 2:
-        m = math.fsum(values) / n
-        ss = math.fsum((v - m) ** 2 for v in values)
-    df_prior = prior_df if prior_sd > 0 else 0
-    df = df_prior + max(n - 1, 0)
-    if df == 0:
-        return math.inf, 0.0
-    var = (df_prior * prior_sd**2 + ss) / df
-    return math.sqrt(var), float(df)

@@ -81,7 +81,6 @@ from ..decision import (
 from ..model import BlockKind, Decision, NextBlock, Pair, Verdict
 from .bounds import bound_at, efficacy_bounds, planned_looks, t_quantile_for
 from .robust import BIWEIGHT_K, Robust, biweight
-from .screen import pooled_sd
 from .unbiased import bias_adjusted
 
 MAX_CONFIRMATIONS = 2
@@ -96,18 +95,6 @@ HOPE_FROM = 0.25  # ... from this share of the pair budget on
 
 
 ESTIMATE = "bias-adjusted among keeps (conditional mean at the stopping look)"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    mean: float  # log scale
-    sd: float  # of one value
-    df: float
-    n: int
-    lo: float  # log scale
-    hi: float
-    z_keep: float
-    z_futility: float
 
 
 def prior_noise(ctx: DecisionContext) -> tuple[float, int]:
@@ -130,19 +117,6 @@ def prior_noise(ctx: DecisionContext) -> tuple[float, int]:
     return sd, len(vals) * ctx.spec.aa_blocks * ctx.spec.pairs_per_block
 
 
-def estimate(values: Sequence[float], prior_sd: float, prior_df: int, z_keep: float,
-             z_futility: float) -> Estimate:
-    n = len(values)
-    mean = math.fsum(values) / n
-    sd, df = pooled_sd(values, prior_sd, prior_df)
-    if not math.isfinite(sd):
-        return Estimate(mean, sd, df, n, -math.inf, math.inf, z_keep, z_futility)
-    se = sd / math.sqrt(n)
-    lo = mean - t_quantile_for(z_keep, df) * se
-    hi = mean + t_quantile_for(z_futility, df) * se
-    return Estimate(mean, sd, df, n, lo, hi, z_keep, z_futility)
-
-
 @dataclass(frozen=True)
 class Look:
     """The robust estimate and the repeated confidence interval at one look."""
@@ -153,6 +127,57 @@ class Look:
     hi: float
     futility_hi: float  # mean + F·σ/n: the futility threshold's statistic
     rounding: float  # the printed digits' bound, in lo, hi and futility_hi
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One call of :meth:`SequentialRule.decide`: its pairs, the usable ones (indices into
+    ``pairs``, their log-ratios and scales) and the details every decision reports."""
+
+    rule: str
+    pairs: Sequence[Pair]
+    ctx: DecisionContext
+    x: list[float]  # every pair's signed log-ratio
+    used: list[int]
+    vals: list[float]
+    scales: list[float]
+    prior_df: int
+    n_compare: int
+    d_log: float
+    conf: str  # the confidence, in words
+    band: str  # δ, in words
+    details: dict[str, Any]
+
+    def out(self, verdict: Verdict, reason: str, lk: Look | None = None,
+            nxt: NextBlock | None = None, effect: float | None = None,
+            extra: dict[str, Any] | None = None) -> Decision:
+        """The decision, with the look's estimate and interval where there is one."""
+        ctx, pairs = self.ctx, self.pairs
+        det = dict(self.details, **(extra or {}))
+        if lk is None:
+            return Decision(verdict, reason, pairs_used=len(pairs), runs_used=2 * len(pairs),
+                            delta=ctx.delta, next_block=nxt, rule=self.rule, details=det)
+        down = [{"block": pairs[self.used[k]].block_id, "log_ratio": round(self.vals[k], 6),
+                 "weight": round(w, 3)} for k, w in enumerate(lk.est.weights) if w < 0.5]
+        det.update(sd=round(lk.est.sd, 6), df=lk.est.df, n_used=lk.est.n,
+                   z_keep=round(lk.c, 4), downweighted=down,
+                   robust_effect=to_fraction(lk.est.mean))
+        mean = lk.est.mean if effect is None else effect
+        return Decision(verdict, reason, effect=to_fraction(mean), lo=to_fraction(lk.lo),
+                        hi=to_fraction(lk.hi), pairs_used=len(pairs),
+                        runs_used=2 * len(pairs), delta=ctx.delta, next_block=nxt,
+                        rule=self.rule, details=det)
+
+
+@dataclass(frozen=True)
+class _Gates:
+    """What a look allows: futility stops from ``fut_after`` pairs, keeps from
+    ``keep_from``; with the look's summary in words."""
+
+    fut_after: int
+    keep_from: int
+    summary: str
+    implausible: bool
 
 
 class SequentialRule:
@@ -217,13 +242,31 @@ class SequentialRule:
                     fut + rounding, rounding)
 
     def decide(self, pairs: Sequence[Pair], ctx: DecisionContext) -> Decision:
+        case = self._case(pairs, ctx)
         spec = ctx.spec
-        block = spec.pairs_per_block
+        need = max(2, spec.min_pairs)
+        if len(case.vals) < need and case.n_compare < spec.max_pairs:
+            more = min(spec.pairs_per_block, max(need - len(case.vals), 1))
+            return case.out(Verdict.CONTINUE,
+                            f"{len(case.vals)} usable pair(s); at least {need} needed",
+                            nxt=NextBlock(more, reason="minimum pairs"))
+        if not case.vals:
+            return case.out(Verdict.DISCARD, "no usable pair within the budget")
+        rounding = rounding_bound([pairs[i].a for i in case.used],
+                                  [pairs[i].b for i in case.used])
+        lk = self.look(case.vals, case.scales, ctx, case.prior_df, rounding)
+        gates = self._gates(case, lk, need)
+        confirm_ids, awaiting = confirmation_state(pairs)
+        if awaiting:
+            return self._judge_confirmation(case, lk, gates, confirm_ids)
+        return self._judge(case, lk, gates)
+
+    def _case(self, pairs: Sequence[Pair], ctx: DecisionContext) -> _Case:
+        """The usable pairs of one call (the others set aside, with why), their scales and
+        the details every decision of the call reports."""
+        spec = ctx.spec
         x = signed_log_ratios(pairs, ctx.direction)
         sd0, prior_df = prior_noise(ctx)
-        d_log = math.log1p(ctx.delta)
-        conf = f"{spec.confidence:.0%}"
-        band = f"{ctx.delta:+.2%}"
         set_aside: list[dict[str, Any]] = []
         used: list[int] = []
         for i, (p, v) in enumerate(zip(pairs, x, strict=True)):
@@ -236,9 +279,8 @@ class SequentialRule:
                                          f"[{ctx.bounds[0]:g}, {ctx.bounds[1]:g}]"})
             else:
                 used.append(i)
-        vals = [x[i] for i in used]
-        scales = [_scale(pairs[i], ctx, sd0) for i in used]
-        n_compare = sum(1 for p in pairs if p.kind is BlockKind.COMPARE)
+        conf = f"{spec.confidence:.0%}"
+        band = f"{ctx.delta:+.2%}"
         keep_rule = (f"keep when the lower end of the {conf} interval lies above {band}, "
                      f"from {max(self.keep_after, spec.min_pairs)} pairs on"
                      + (", confirmed by a fresh block" if spec.confirm else ""))
@@ -247,40 +289,22 @@ class SequentialRule:
             "estimator": "Tukey biweight M-estimate, weighted by block noise",
             "keep_threshold": keep_rule, "spending": f"alpha*t^{self.rho:g}",
             "futility_margin": self.futility}
+        return _Case(
+            rule=self.name, pairs=pairs, ctx=ctx, x=x, used=used, vals=[x[i] for i in used],
+            scales=[_scale(pairs[i], ctx, sd0) for i in used], prior_df=prior_df,
+            n_compare=sum(1 for p in pairs if p.kind is BlockKind.COMPARE),
+            d_log=math.log1p(ctx.delta), conf=conf, band=band, details=details)
 
-        def out(verdict: Verdict, reason: str, lk: Look | None = None,
-                nxt: NextBlock | None = None, effect: float | None = None,
-                extra: dict[str, Any] | None = None) -> Decision:
-            det = dict(details, **(extra or {}))
-            if lk is None:
-                return Decision(verdict, reason, pairs_used=len(pairs), runs_used=2 * len(pairs),
-                                delta=ctx.delta, next_block=nxt, rule=self.name, details=det)
-            down = [{"block": pairs[used[k]].block_id, "log_ratio": round(vals[k], 6),
-                     "weight": round(w, 3)} for k, w in enumerate(lk.est.weights) if w < 0.5]
-            det.update(sd=round(lk.est.sd, 6), df=lk.est.df, n_used=lk.est.n,
-                       z_keep=round(lk.c, 4), downweighted=down,
-                       robust_effect=to_fraction(lk.est.mean))
-            mean = lk.est.mean if effect is None else effect
-            return Decision(verdict, reason, effect=to_fraction(mean), lo=to_fraction(lk.lo),
-                            hi=to_fraction(lk.hi), pairs_used=len(pairs),
-                            runs_used=2 * len(pairs), delta=ctx.delta, next_block=nxt,
-                            rule=self.name, details=det)
-
-        need = max(2, spec.min_pairs)
-        if len(vals) < need and n_compare < spec.max_pairs:
-            more = min(block, max(need - len(vals), 1))
-            return out(Verdict.CONTINUE, f"{len(vals)} usable pair(s); at least {need} needed",
-                       nxt=NextBlock(more, reason="minimum pairs"))
-        if not vals:
-            return out(Verdict.DISCARD, "no usable pair within the budget")
-        rounding = rounding_bound([pairs[i].a for i in used], [pairs[i].b for i in used])
-        lk = self.look(vals, scales, ctx, prior_df, rounding)
-        n = lk.est.n
+    def _gates(self, case: _Case, lk: Look, need: int) -> _Gates:
+        """When futility may stop and a keep may be taken at this look, the summary of the
+        look, and whether its effect is implausibly large; noted in the call's details."""
+        ctx, details = case.ctx, case.details
+        spec = ctx.spec
         fut_after = max(need, self._futility_after(ctx, lk.est.sd))
         details["futility_threshold"] = (
-            f"discard when the mean plus {self.futility:g}·σ/n falls short of {band}, from "
-            f"{fut_after} pairs on")
-        wild = self._wild_share(pairs, used, vals, lk, ctx)
+            f"discard when the mean plus {self.futility:g}·σ/n falls short of {case.band}, "
+            f"from {fut_after} pairs on")
+        wild = self._wild_share(case.pairs, case.used, case.vals, lk, ctx)
         keep_from = max(self.keep_after, spec.min_pairs,
                         min_pairs_for(wild, spec.max_pairs // 2))
         if keep_from > max(self.keep_after, spec.min_pairs):
@@ -289,92 +313,109 @@ class SequentialRule:
                 f"{wild:.0%} of the pairs are wild (noisy blocks, or far from the rest): no "
                 f"keep before {keep_from} pairs, when a majority of them on one side is "
                 f"unlikely (below {WILD_RISK:.0%})")
-        can_keep = n >= keep_from
-        summary = (f"effect {to_fraction(lk.est.mean):+.2%}, {conf} interval "
-                   f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over {n} pairs"
-                   + rounding_words(rounding, d_log))
-        details["rounding_bound"] = rounding
+        summary = (f"effect {to_fraction(lk.est.mean):+.2%}, {case.conf} interval "
+                   f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] over "
+                   f"{lk.est.n} pairs" + rounding_words(lk.rounding, case.d_log))
+        details["rounding_bound"] = lk.rounding
         noise = max((v for v in ctx.noise.values() if math.isfinite(v)), default=0.0)
-        implausible = abs(lk.est.mean) > IMPLAUSIBLE_K * max(noise, d_log)
+        implausible = abs(lk.est.mean) > IMPLAUSIBLE_K * max(noise, case.d_log)
         if implausible:
             details["implausible"] = (
                 f"the effect is over {IMPLAUSIBLE_K:g}x max(noise, δ): a fresh block must "
                 "reproduce it")
+        return _Gates(fut_after, keep_from, summary, implausible)
 
-        confirm_ids, awaiting = confirmation_state(pairs)
-        if awaiting:
-            cid = confirm_ids[-1]
-            start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
-            cvals = [x[i] for i in used if i >= start]
-            cslot = _slot(pairs, cid)
-            conf_x = {"confirm_blocks": len(confirm_ids), "confirm_slot": cslot,
-                      "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
-                      else None}
-            fresh = [k for k, i in enumerate(used) if i >= start]
-            elsewhere = cslot not in {pairs[i].slot for i in used if i < start}
-            agree, why = self._agrees(vals, scales, fresh, lk, d_log, prior_df, cslot, band,
-                                      elsewhere)
-            if agree:
-                eff = self._unbiased(pairs, used, vals, scales, start, ctx, prior_df, d_log)
-                conf_x.update(confirm_agreed=True,
-                              effect_estimate=ESTIMATE)
-                return out(Verdict.KEEP, f"kept: the {conf} interval "
-                           f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] lies above "
-                           f"{band} over {n} pairs, a fresh confirmation block on slot {cslot} "
-                           f"included ({why}); effect {to_fraction(eff):+.2%} "
-                           "(bias-adjusted)", lk, effect=eff, extra=conf_x)
-            conf_x["confirm_agreed"] = False
-            if len(confirm_ids) >= MAX_CONFIRMATIONS:
-                return out(Verdict.DISCARD, f"discarded: {len(confirm_ids)} confirmation "
-                           f"blocks disagreed ({why}); {summary}", lk, extra=conf_x)
-            if n_compare >= spec.max_pairs:
-                return out(Verdict.DISCARD, f"discarded: the confirmation block disagreed "
-                           f"({why}) and the pair budget is spent; {summary}", lk, extra=conf_x)
-            return out(Verdict.CONTINUE, f"the confirmation block disagreed ({why}); "
-                       f"measuring more; {summary}", lk,
-                       nxt=NextBlock(min(block, spec.max_pairs - n_compare),
-                                     reason="confirmation disagreed"), extra=conf_x)
+    def _judge_confirmation(self, case: _Case, lk: Look, gates: _Gates,
+                            confirm_ids: Sequence[str]) -> Decision:
+        """The decision once the latest confirmation block is in: keep when it agrees, else
+        measure more or discard."""
+        pairs, used, spec = case.pairs, case.used, case.ctx.spec
+        conf, band, summary = case.conf, case.band, gates.summary
+        cid = confirm_ids[-1]
+        start = min(i for i, p in enumerate(pairs) if p.block_id == cid)
+        cvals = [case.x[i] for i in used if i >= start]
+        cslot = slot_of(pairs, cid)
+        conf_x = {"confirm_blocks": len(confirm_ids), "confirm_slot": cslot,
+                  "confirm_effect": to_fraction(math.fsum(cvals) / len(cvals)) if cvals
+                  else None}
+        fresh = [k for k, i in enumerate(used) if i >= start]
+        elsewhere = cslot not in {pairs[i].slot for i in used if i < start}
+        agree, why = self._agrees(case.vals, case.scales, fresh, lk, case.d_log, case.prior_df,
+                                  cslot, band, elsewhere)
+        if agree:
+            eff = self._unbiased(pairs, used, case.vals, case.scales, start, case.ctx,
+                                 case.prior_df, case.d_log)
+            conf_x.update(confirm_agreed=True,
+                          effect_estimate=ESTIMATE)
+            return case.out(Verdict.KEEP, f"kept: the {conf} interval "
+                            f"[{to_fraction(lk.lo):+.2%}, {to_fraction(lk.hi):+.2%}] lies "
+                            f"above {band} over {lk.est.n} pairs, a fresh confirmation block on "
+                            f"slot {cslot} included ({why}); effect {to_fraction(eff):+.2%} "
+                            "(bias-adjusted)", lk, effect=eff, extra=conf_x)
+        conf_x["confirm_agreed"] = False
+        if len(confirm_ids) >= MAX_CONFIRMATIONS:
+            return case.out(Verdict.DISCARD, f"discarded: {len(confirm_ids)} confirmation "
+                            f"blocks disagreed ({why}); {summary}", lk, extra=conf_x)
+        if case.n_compare >= spec.max_pairs:
+            return case.out(Verdict.DISCARD, f"discarded: the confirmation block disagreed "
+                            f"({why}) and the pair budget is spent; {summary}", lk,
+                            extra=conf_x)
+        return case.out(Verdict.CONTINUE, f"the confirmation block disagreed ({why}); "
+                        f"measuring more; {summary}", lk,
+                        nxt=NextBlock(min(spec.pairs_per_block, spec.max_pairs - case.n_compare),
+                                      reason="confirmation disagreed"), extra=conf_x)
 
-        if lk.lo > d_log and can_keep:
-            if spec.confirm or implausible:
+    def _judge(self, case: _Case, lk: Look, gates: _Gates) -> Decision:
+        """The decision at a look with no confirmation pending: a keep (or a confirmation
+        block asked for), a futility or inconclusive discard, or more pairs."""
+        spec, d_log = case.ctx.spec, case.d_log
+        conf, band, summary = case.conf, case.band, gates.summary
+        block = spec.pairs_per_block
+        n, n_compare = lk.est.n, case.n_compare
+        if lk.lo > d_log and n >= gates.keep_from:
+            if spec.confirm or gates.implausible:
                 why = "" if spec.confirm else " (the effect is implausibly large)"
-                return out(Verdict.CONTINUE, f"provisional keep: the {conf} interval lies "
-                           f"above {band}; asking for a confirmation block{why}; {summary}",
-                           lk, nxt=NextBlock(block, BlockKind.CONFIRM, other_slot=True,
-                                             reason="confirm a provisional keep"))
-            eff = self._unbiased(pairs, used, vals, scales, len(pairs), ctx, prior_df, d_log)
-            return out(Verdict.KEEP, f"kept: the {conf} interval lies above {band}; "
-                       f"{summary}; effect {to_fraction(eff):+.2%} (bias-adjusted)", lk,
-                       effect=eff, extra={"effect_estimate": ESTIMATE})
-        if n >= max(fut_after, keep_from):
+                return case.out(Verdict.CONTINUE, f"provisional keep: the {conf} interval lies "
+                                f"above {band}; asking for a confirmation block{why}; {summary}",
+                                lk, nxt=NextBlock(block, BlockKind.CONFIRM, other_slot=True,
+                                                  reason="confirm a provisional keep"))
+            eff = self._unbiased(case.pairs, case.used, case.vals, case.scales, len(case.pairs),
+                                 case.ctx, case.prior_df, d_log)
+            return case.out(Verdict.KEEP, f"kept: the {conf} interval lies above {band}; "
+                            f"{summary}; effect {to_fraction(eff):+.2%} (bias-adjusted)", lk,
+                            effect=eff, extra={"effect_estimate": ESTIMATE})
+        if n >= max(gates.fut_after, gates.keep_from):
             budget = f"{spec.max_pairs} pairs"
             if lk.futility_hi < d_log:
-                return out(Verdict.DISCARD, f"discarded early (futility): "
-                           f"{futility_words(lk.hi < d_log, band, conf, budget)}: the effect "
-                           f"plus the futility margin falls short of {band}; {summary}", lk)
-            hope = self._hope(lk, n, n_compare, ctx, d_log)
+                return case.out(Verdict.DISCARD, f"discarded early (futility): "
+                                f"{futility_words(lk.hi < d_log, band, conf, budget)}: the "
+                                f"effect plus the futility margin falls short of {band}; "
+                                f"{summary}", lk)
+            hope = self._hope(lk, n, n_compare, case.ctx, d_log)
             if hope < HOPELESS and n >= HOPE_FROM * spec.max_pairs:
-                return out(Verdict.DISCARD, f"discarded early (futility): "
-                           f"{futility_words(lk.hi < d_log, band, conf, budget)}: at this "
-                           f"effect the chance of a keep by then is {hope:.1%}; {summary}", lk,
-                           extra={"keep_chance": round(hope, 4)})
-        stall = digits_stall(vals, rounding, d_log) if n >= self.first_look(ctx) else ""
+                return case.out(Verdict.DISCARD, f"discarded early (futility): "
+                                f"{futility_words(lk.hi < d_log, band, conf, budget)}: at this "
+                                f"effect the chance of a keep by then is {hope:.1%}; {summary}",
+                                lk, extra={"keep_chance": round(hope, 4)})
+        stall = digits_stall(case.vals, lk.rounding, d_log) if n >= self.first_look(case.ctx) \
+            else ""
         if stall:
-            return out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", lk)
+            return case.out(Verdict.DISCARD, f"discarded as inconclusive: {stall}; {summary}", lk)
         if n_compare >= spec.max_pairs:
-            return out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
-                       f"{spec.max_pairs} pairs: {_where(lk, d_log, band, conf)}; {summary}", lk)
+            return case.out(Verdict.DISCARD, f"discarded as inconclusive at the budget of "
+                            f"{spec.max_pairs} pairs: {_where(lk, d_log, band, conf)}; "
+                            f"{summary}", lk)
         if lk.lo > d_log:
             why = f"the {conf} interval lies above {band}, but no keep before " \
                   f"{max(self.keep_after, spec.min_pairs)} pairs"
         elif lk.futility_hi < d_log:
             why = (f"{_where(lk, d_log, band, conf)}; the effect is short of {band} by the "
-                   f"futility margin, but futility stopping starts at {fut_after} pairs")
+                   f"futility margin, but futility stopping starts at {gates.fut_after} pairs")
         else:
             why = _where(lk, d_log, band, conf)
-        return out(Verdict.CONTINUE, f"undecided: {why}; {summary}", lk,
-                   nxt=NextBlock(min(block, spec.max_pairs - n_compare),
-                                 reason="undecided"))
+        return case.out(Verdict.CONTINUE, f"undecided: {why}; {summary}", lk,
+                        nxt=NextBlock(min(block, spec.max_pairs - n_compare),
+                                      reason="undecided"))
 
     def _hope(self, lk: Look, n: int, n_compare: int, ctx: DecisionContext,
               d_log: float) -> float:
@@ -567,21 +608,6 @@ def confirmation_state(pairs: Sequence[Pair]) -> tuple[list[str], bool]:
     return confirm_ids, awaiting
 
 
-def _agrees(cvals: Sequence[float], est: Estimate, d_log: float, z: float
-            ) -> tuple[bool, str]:
-    """A confirmation agrees unless it lies significantly short of δ, or pulls the
-    estimate over all pairs below δ."""
-    if not cvals:
-        return False, "no usable confirmation pair"
-    cm = math.fsum(cvals) / len(cvals)
-    upper = cm + t_quantile_for(z, est.df) * est.sd / math.sqrt(len(cvals))
-    if upper <= d_log:
-        return False, (f"its effect {to_fraction(cm):+.2%} has upper bound "
-                       f"{to_fraction(upper):+.2%}, short of δ")
-    if est.mean <= d_log:
-        return False, f"the estimate over all pairs fell to {to_fraction(est.mean):+.2%}"
-    return True, f"its effect {to_fraction(cm):+.2%}, upper bound {to_fraction(upper):+.2%}"
-
-
-def _slot(pairs: Sequence[Pair], block_id: str) -> str:
+def slot_of(pairs: Sequence[Pair], block_id: str) -> str:
+    """The slot the block ``block_id`` ran on ('' when no pair is of it)."""
     return next((p.slot for p in pairs if p.block_id == block_id), "")
