@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from .config import MetricSpec, Section, Target
+    from .config import MetricSpec, Target
     from .executors.base import Executor
     from .finalize.review import Reviewer
     from .journal import Journal
     from .proposers.base import Proposer
+    from .section import Section
     from .workspace import Workspace
 
 F = TypeVar("F")

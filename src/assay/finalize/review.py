@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import contain, keys, process
-from ..config import Section, Target
+from ..config import Target
 from ..errors import ReviewError
 from ..meter import prompt_tokens
+from ..section import Section
 from ..usage import Usage
 from ..workspace import git
 

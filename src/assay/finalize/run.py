@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import api, fingerprint, process, verify
-from ..config import Target
+from ..config import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
 from ..journal import Journal
 from ..lock import RunLock
 from ..meter import Meter, caps_of
 from ..model import ExperimentState
-from ..platforms import PlatformSpec
 from ..prices import for_target
 from ..worker import cache_env, run_step
 from ..workspace import Workspace, git, split_params
