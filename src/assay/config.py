@@ -3,8 +3,8 @@
 Every error names the file, the key, the line and what would be valid. Unknown keys are
 errors (a typo must not silently become a default). Sections that belong to a subsystem
 (``[proposer.llm]``, ``[executor.ray]``, ``[research]`` ...) are kept as validated raw
-tables here and read by that subsystem through :class:`Section`, so each subsystem owns its
-keys while errors keep the same shape.
+tables here and read by that subsystem through :class:`~assay.section.Section`, so each
+subsystem owns its keys while errors keep the same shape.
 
 A minimal file::
 
