@@ -32,13 +32,14 @@ from typing import Any
 
 from scipy.stats import t as student_t
 
-from . import contain, process
 from .config import Target
 from .decision import rounding_bound
 from .errors import AssayError
+from .executors.local import local_slots
 from .journal import Journal
 from .model import Direction, ExperimentState, ParamValue
-from .workspace import Workspace, split_params
+from .worker import read_metrics, run_bench, run_step, tree_env
+from .workspace import Workspace
 
 Report = Callable[[str], None]
 
@@ -146,9 +147,6 @@ def summarize(chain: Sequence[Link], values: Sequence[Sequence[float]], directio
 def measure(target: Target, journal: Journal, rounds: int,
             report: Report = lambda m: None) -> ChainResult:
     """Build every commit of the chain in a tree of its own and run the rounds."""
-    from .executors.local import local_slots
-    from .worker import _prep, _read_all, cache_env, slot_env
-
     chain = links(target, journal)
     if len(chain) < 3:
         raise AssayError("measuring the chain of keeps: fewer than two kept changes")
@@ -162,10 +160,8 @@ def measure(target: Target, journal: Journal, rounds: int,
     for i, link in enumerate(chain):
         tree = ws.tree(f"chain-{i}")
         ws.materialize(tree, link.commit, "", link.params)
-        env = slot_env(target, slot, tree, {**ws.bytecode_env(tree),
-                                            **cache_env(target, slot.name, tree),
-                                            **split_params(link.params, target.params)[0]})
-        step = _prep(target.build, tree, env, logs, f"build-{i}", target, None)
+        env = tree_env(target, ws, slot, tree, link.params)
+        step = run_step(target.build, tree, env, logs, f"build-{i}", target, None)
         if step.why:
             raise AssayError(f"measuring the chain of keeps: {link.label} "
                              f"({link.commit[:12]}) does not build: {step.why}")
@@ -173,12 +169,10 @@ def measure(target: Target, journal: Journal, rounds: int,
 
     def bench(i: int, name: str) -> tuple[float, str]:
         tree, env = trees[i]
-        r = process.run(target.bench.cmd, cwd=tree, env=env, timeout_s=target.bench.timeout_s,
-                        stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
-                        limits=target.limits, sandbox=contain.spec_for(target, tree, env))
+        r = run_bench(target, tree, env, logs, name)
         if r.timed_out or r.exit_code != 0:
             return math.nan, (f"exited {r.exit_code}" if not r.timed_out else "timed out")
-        values, _, why = _read_all((target.metric,), r.stdout or "", tree)
+        values, _, why = read_metrics((target.metric,), r.stdout or "", tree)
         value = values.get(target.metric.name)
         return (math.nan, why) if value is None else (value, "")
 

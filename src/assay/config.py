@@ -3,8 +3,8 @@
 Every error names the file, the key, the line and what would be valid. Unknown keys are
 errors (a typo must not silently become a default). Sections that belong to a subsystem
 (``[proposer.llm]``, ``[executor.ray]``, ``[research]`` ...) are kept as validated raw
-tables here and read by that subsystem through :class:`Section`, so each subsystem owns its
-keys while errors keep the same shape.
+tables here and read by that subsystem through :class:`~assay.section.Section`, so each
+subsystem owns its keys while errors keep the same shape.
 
 A minimal file::
 
@@ -22,22 +22,22 @@ A minimal file::
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import fnmatch
 import math
 import os
+import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from . import registry
 from .errors import ConfigError
 from .model import Direction, ParamValue
-from .platforms import PlatformSpec, parse_platforms
 from .refname import branch_problem
-from .tomlpos import key_line
+from .section import Section
 from .watch import WatchSpec, from_table
 
 CONFIG_NAME = "assay.toml"
@@ -51,123 +51,9 @@ EXECUTORS = registry.EXECUTORS.names
 DECISION_RULES = ("fixed", "sequential", "expensive")
 HOOK_EVENTS = ("on_keep", "on_experiment", "on_error", "on_finish")
 BUDGET_MAX = 1_000_000  # experiments in one run; far beyond any real run, within SQLite
-
-T = TypeVar("T")
-
-
-class Section:
-    """A validated view of one TOML table: typed getters whose errors point at the line."""
-
-    def __init__(self, data: Mapping[str, Any], path: str, file: str, text: str) -> None:
-        self.data = dict(data)
-        self.path = path
-        self.file = file
-        self.text = text
-        self._used: set[str] = set()
-
-    def _key(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, key: str, message: str, valid: str = "") -> ConfigError:
-        dotted = self._key(key) if key else self.path
-        return ConfigError(message, file=self.file, key=dotted,
-                           line=key_line(self.text, dotted), valid=valid)
-
-    def has(self, key: str) -> bool:
-        self._used.add(key)  # asked about: a known key, listed when another one is misspelled
-        return key in self.data
-
-    def known(self, *keys: str) -> None:
-        """Declare keys this section accepts though they were not read (optional ones)."""
-        self._used.update(keys)
-
-    def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = ...,
-            valid: str = "") -> Any:
-        self._used.add(key)
-        if key not in self.data:
-            if default is ...:
-                raise self.error(key, f"is required but missing: add `{key} = ...` to "
-                                 f"[{self.path or 'the top of the file'}]", valid)
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if bool not in kinds and isinstance(value, bool):
-            raise self.error(key, f"must be {_kind_name(kinds)}, got a boolean", valid)
-        if not isinstance(value, kinds):
-            raise self.error(key, f"must be {_kind_name(kinds)}, got {type(value).__name__} "
-                             f"{value!r}", valid)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise self.error(key, f"must be a finite number, got {value!r}", valid)
-        return value
-
-    def choice(self, key: str, choices: Sequence[str], default: Any = ...) -> Any:
-        value = self.get(key, str, default, valid=", ".join(choices))
-        if value is not default and value not in choices:
-            raise self.error(key, f"{value!r} is not one of the choices", ", ".join(choices))
-        return value
-
-    def number(self, key: str, default: Any = ..., *, low: float | None = None,
-               high: float | None = None, integer: bool = False) -> Any:
-        kinds: tuple[type, ...] = (int,) if integer else (int, float)
-        rng = f"{'an integer' if integer else 'a number'}"
-        if low is not None:
-            rng += f" >= {low:g}"
-        if high is not None:
-            rng += f" <= {high:g}"
-        value = self.get(key, kinds, default, valid=rng)
-        if value is default or value is None:
-            return value
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise self.error(key, f"{value!r} is out of range", rng)
-        return value
-
-    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
-        value = self.get(key, list, default, valid='a list of strings, e.g. ["a", "b"]')
-        if value is default:
-            return tuple(value) if isinstance(value, (list, tuple)) else value
-        for item in value:
-            if not isinstance(item, str):
-                raise self.error(key, f"must hold only strings, found {item!r}",
-                                 "a list of strings")
-        return tuple(value)
-
-    def table(self, key: str, required: bool = False) -> Section:
-        self._used.add(key)
-        value = self.data.get(key)
-        if value is None:
-            if required:
-                raise self.error(key, f"table is required but missing: add a [{self._key(key)}]"
-                                 " table")
-            value = {}
-        if not isinstance(value, dict):
-            raise self.error(key, f"must be a table ([{self._key(key)}] with `key = value` "
-                             f"lines), got {type(value).__name__}")
-        return Section(value, self._key(key), self.file, self.text)
-
-    def tables(self, key: str) -> list[Section]:
-        self._used.add(key)
-        value = self.data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise self.error(key, "must be an array of tables ([[" + self._key(key) + "]])")
-        return [Section(v, f"{self._key(key)}[{i}]", self.file, self.text)
-                for i, v in enumerate(value)]
-
-    def reject_unknown(self, extra_ok: Iterable[str] = ()) -> None:
-        allowed = self._used | set(extra_ok)
-        for key in self.data:
-            if key not in allowed:
-                close = difflib.get_close_matches(key, sorted(allowed), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise self.error(key, f"is not a known key{hint}",
-                                 ", ".join(sorted(allowed)) or "no keys here")
-
-
-def _kind_name(kinds: tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-             list: "a list", dict: "a table"}
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
+PLATFORM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+SKY_KEYS = ("instance_type", "cpus", "memory", "accelerators", "cloud", "region", "zone",
+            "image_id", "nodes", "use_spot", "disk_size")
 
 
 @dataclass(frozen=True)
@@ -279,6 +165,51 @@ class LimitSpec:
     memory_mb: int | None = None
     cpu_s: int | None = None
     network: bool | None = None  # None: not set (no network inside the sandbox)
+
+
+@dataclass(frozen=True)
+class PlatformSpec:
+    """One named group of slots, with how its slots are made.
+
+    A portable project is judged per platform: a change that wins on x86 and regresses on ARM
+    is not a win. ``[[platforms]]`` declares the groups::
+
+        [[platforms]]
+        name = "x86"
+        slots = 2                  # local slots of this group
+        primary = true             # the platform a keep must clear delta on (see below)
+        env = { ARCH_HINT = "x86" }  # set in this group's benchmark processes
+
+        [[platforms]]
+        name = "arm"
+        ray_resource = "arm"       # on Ray: slots on nodes that carry this custom resource
+        sky = { instance_type = "c7g.4xlarge", nodes = 1 }   # or a SkyPilot pool of its own
+
+    Each platform is calibrated and tracked for noise on its own slots; every candidate is
+    measured on every platform; ``[decision] keep_on`` says whether it must clear delta on the
+    primary platform (default) or on any, and no other platform may show a regression beyond
+    ``[decision] platform_tolerance`` (the same test a guard metric gets).
+
+    The local slots of a platform are made in :mod:`assay.executors.local`, its executor in
+    :mod:`assay.executors.platforms`, and the decision across platforms in
+    :mod:`assay.combine`.
+    """
+
+    name: str
+    slots: int = 1
+    primary: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    ray_resource: str = ""  # a Ray custom resource that marks this platform's nodes
+    sky: Mapping[str, Any] = field(default_factory=dict)  # a SkyPilot pool of its own
+
+    @property
+    def kind(self) -> str:
+        return "skypilot" if self.sky else "ray" if self.ray_resource else "local"
+
+
+def primary_platform(target: Target) -> str:
+    """The primary platform's name ('' when no platforms are declared)."""
+    return next((p.name for p in target.platforms if p.primary), "")
 
 
 @dataclass(frozen=True)
@@ -458,42 +389,39 @@ def _gpus(sec: Section, slots: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
-    """Validate the text of an assay.toml for the repository at ``root``."""
+def _toml(text: str, file: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"is not valid TOML: {exc}", file=file,
                           valid="TOML syntax, see https://toml.io") from None
-    top = Section(data, "", file, text)
-    target_sec = top.table("target")
-    brief = target_sec.get("brief", str, "")
-    run_name = target_sec.get("name", str, "")
+
+
+def _target(top: Section) -> tuple[str, str]:
+    """``[target]``: the brief's path and the run's name."""
+    sec = top.table("target")
+    brief = sec.get("brief", str, "")
+    run_name = sec.get("name", str, "")
     if run_name and branch_problem(run_name):
-        raise target_sec.error("name", f"{run_name!r} {branch_problem(run_name)}",
-                               "a git branch name such as \"speed-1\" or \"ops/softmax\"")
-    target_sec.reject_unknown()
+        raise sec.error("name", f"{run_name!r} {branch_problem(run_name)}",
+                        "a git branch name such as \"speed-1\" or \"ops/softmax\"")
+    sec.reject_unknown()
+    return brief, run_name
 
-    metric = _metric(top.table("metric", required=True))
-    guards = tuple(_metric(s, guard=True) for s in top.tables("guards"))
 
-    cmds = top.table("commands", required=True)
-    bench = _command(cmds, "bench", 600.0, required=True)
-    assert bench is not None
-    build = _command(cmds, "build", 1800.0)
-    checks = _command(cmds, "checks", 600.0)
-    holdout = _command(cmds, "holdout", 600.0)
-    compare = _command(cmds, "compare", 600.0)
-    compare_rtol = float(cmds.number("compare_rtol", 0.0, low=0.0))
-    compare_atol = float(cmds.number("compare_atol", 0.0, low=0.0))
-    cmds.reject_unknown()
-    holdout_metric = None
-    if top.has("holdout_metric"):
-        holdout_metric = _metric(top.table("holdout_metric"))
-        if holdout is None:
-            raise top.error("holdout_metric", "needs commands.holdout to produce it",
-                            "add commands.holdout, or remove [holdout_metric]")
+def _holdout_metric(top: Section, holdout: Command | None) -> MetricSpec | None:
+    """``[holdout_metric]``, which only ``commands.holdout`` can produce."""
+    if not top.has("holdout_metric"):
+        return None
+    spec = _metric(top.table("holdout_metric"))
+    if holdout is None:
+        raise top.error("holdout_metric", "needs commands.holdout to produce it",
+                        "add commands.holdout, or remove [holdout_metric]")
+    return spec
 
+
+def _scope(top: Section) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``[scope]``: the editable, protected and holdout globs."""
     scope = top.table("scope", required=True)
     editable = scope.strings("editable")
     if not editable:
@@ -513,7 +441,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                               "file it names could be changed",
                               "editable globs outside protected and holdout")
     scope.reject_unknown()
+    return editable, protected, holdout_files
 
+
+def _params(top: Section, protected: tuple[str, ...]) -> tuple[ParamSpec, ...]:
+    """``[[params]]``: unique names, none rewriting a protected file."""
     params = tuple(_param(s) for s in top.tables("params"))
     names = [p.name for p in params]
     dupes = {n for n in names if names.count(n) > 1}
@@ -524,7 +456,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
             raise top.error(f"params[{i}].file",
                             f"parameter {p.name} rewrites {p.file}, a protected path",
                             "a file inside the editable scope")
+    return params
 
+
+def _run(top: Section, run_name: str) -> RunSpec:
+    """``[run]``: slots (a number, or one per visible GPU), budgets and backends."""
     rsec = top.table("run")
     auto_gpus = rsec.data.get("slots") == "auto" or rsec.data.get("gpus") == "all"
     if auto_gpus and rsec.data.get("gpus") not in (None, "all"):
@@ -556,7 +492,11 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         stop_after_discards=rsec.number("stop_after_discards", None, low=1, integer=True),
     )
     rsec.reject_unknown()
+    return run
 
+
+def _decision(top: Section) -> DecisionSpec:
+    """``[decision]``: the rule and its parameters."""
     dsec = top.table("decision")
     pairs_per_block = dsec.number("pairs_per_block", 2, low=1, high=64, integer=True)
     decision = DecisionSpec(
@@ -580,17 +520,30 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     if decision.max_pairs < decision.min_pairs:
         raise dsec.error("max_pairs", f"must be >= min_pairs ({decision.min_pairs})")
     dsec.reject_unknown()
+    return decision
 
+
+def _env(top: Section) -> EnvSpec:
+    """``[env]``: what reaches benchmark and agent processes."""
     esec = top.table("env")
     env = EnvSpec(allow=esec.strings("allow", EnvSpec().allow),
                   set=_str_table(esec, "set"), fingerprint=esec.get("fingerprint", str, ""))
     esec.reject_unknown()
+    return env
+
+
+def _limits(top: Section) -> LimitSpec:
+    """``[limits]``: memory, CPU time and network of a benchmark process."""
     lsec = top.table("limits")
     limits = LimitSpec(memory_mb=lsec.number("memory_mb", None, low=1, integer=True),
                        cpu_s=lsec.number("cpu_s", None, low=1, integer=True),
                        network=lsec.get("network", bool, None))
     lsec.reject_unknown()
+    return limits
 
+
+def _hooks(top: Section) -> dict[str, Command]:
+    """``[hooks]``: a command per event."""
     hsec = top.table("hooks")
     hooks: dict[str, Command] = {}
     for event in HOOK_EVENTS:
@@ -598,16 +551,83 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
         if cmd is not None:
             hooks[event] = cmd
     hsec.reject_unknown()
+    return hooks
 
-    platforms = parse_platforms(top)
-    if platforms and auto_gpus:
-        raise rsec.error("slots", 'slots = "auto" and [[platforms]] both say how slots are '
-                         "made", "declare slots per platform, or drop [[platforms]]")
 
-    subsystems = {}
-    for key in ("proposer", "executor", "research", "stats", "finalize", "prices"):
-        sub = top.table(key)
-        subsystems[key] = sub.data
+def _platforms(top: Section, run: RunSpec) -> tuple[PlatformSpec, ...]:
+    """``[[platforms]]``; the first platform is primary unless one says so."""
+    out: list[PlatformSpec] = []
+    for sec in top.tables("platforms"):
+        name = sec.get("name", str)
+        if not PLATFORM_NAME.match(name):
+            raise sec.error("name", f"{name!r} is not a platform name",
+                            "a letter, then letters, digits or _ (at most 32), e.g. \"arm64\"")
+        slots = sec.number("slots", 1, low=1, high=1024, integer=True)
+        env = _str_table(sec, "env")
+        sky_sec = sec.table("sky")
+        for k in sky_sec.data:
+            if k not in SKY_KEYS:
+                raise sky_sec.error(k, "is not a SkyPilot pool key here",
+                                    ", ".join(SKY_KEYS))
+        sky = dict(sky_sec.data)
+        ray_resource = sec.get("ray_resource", str, "")
+        if sky and ray_resource:
+            raise sec.error("sky", "a platform is either a SkyPilot pool or a Ray resource",
+                            "keep one of sky and ray_resource")
+        out.append(PlatformSpec(name=name, slots=slots, primary=sec.get("primary", bool, False),
+                                env=env, ray_resource=ray_resource, sky=sky))
+        sec.reject_unknown()
+    names = [p.name for p in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise top.error("platforms", f"platform names repeat: {dupes}", "one name per platform")
+    primaries = [p for p in out if p.primary]
+    if len(primaries) > 1:
+        raise top.error("platforms", f"{len(primaries)} platforms say primary = true "
+                        f"({', '.join(p.name for p in primaries)})", "at most one")
+    if out and not primaries:
+        out[0] = dataclasses.replace(out[0], primary=True)
+    if out and run.auto_gpus:
+        raise top.table("run").error("slots", 'slots = "auto" and [[platforms]] both say how '
+                                     "slots are made",
+                                     "declare slots per platform, or drop [[platforms]]")
+    return tuple(out)
+
+
+def _subsystems(top: Section) -> dict[str, Mapping[str, Any]]:
+    """The raw tables each subsystem validates itself (see :class:`Section`)."""
+    return {key: top.table(key).data
+            for key in ("proposer", "executor", "research", "stats", "finalize", "prices")}
+
+
+def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
+    """Validate the text of an assay.toml for the repository at ``root``."""
+    top = Section(_toml(text, file), "", file, text)
+    brief, run_name = _target(top)
+    metric = _metric(top.table("metric", required=True))
+    guards = tuple(_metric(s, guard=True) for s in top.tables("guards"))
+
+    cmds = top.table("commands", required=True)
+    bench = _command(cmds, "bench", 600.0, required=True)
+    assert bench is not None
+    build = _command(cmds, "build", 1800.0)
+    checks = _command(cmds, "checks", 600.0)
+    holdout = _command(cmds, "holdout", 600.0)
+    compare = _command(cmds, "compare", 600.0)
+    compare_rtol = float(cmds.number("compare_rtol", 0.0, low=0.0))
+    compare_atol = float(cmds.number("compare_atol", 0.0, low=0.0))
+    cmds.reject_unknown()
+
+    holdout_metric = _holdout_metric(top, holdout)
+    editable, protected, holdout_files = _scope(top)
+    params = _params(top, protected)
+    run = _run(top, run_name)
+    decision = _decision(top)
+    env = _env(top)
+    limits = _limits(top)
+    hooks = _hooks(top)
+    platforms = _platforms(top, run)
+    subsystems = _subsystems(top)
     top.reject_unknown()
 
     return Target(root=root, config_path=root / file, metric=metric, guards=guards,

@@ -80,7 +80,7 @@ from .model import (
     as_pairs,
     for_proposer,
 )
-from .platforms import primary
+from .config import primary_platform
 from .prices import for_target
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository
@@ -576,7 +576,7 @@ class Loop:
                 ev, blocks=tuple(b for b in ev.blocks if b.platform == p.name),
                 context=dataclasses.replace(ev.context, slots=slots))
             actions[p.name] = decide_next(mine, self.rule)
-        c = combine(actions, primary(self.target), self.target.decision.keep_on,
+        c = combine(actions, primary_platform(self.target), self.target.decision.keep_on,
                     self.target.decision.platform_tolerance)
         for name, action in c.queue:
             self._act(exp, action, platform=name)

@@ -44,6 +44,7 @@ from typing import Any
 
 from .config import MetricSpec
 from .errors import MetricError
+from .registry import READERS
 
 __all__ = [
     "Reading",
@@ -348,8 +349,6 @@ def read_metric(spec: MetricSpec, stdout: str, workdir: Path) -> float:
     """The value of ``spec`` in a benchmark's output; raises :class:`MetricError`."""
     text, where = read_source(spec, stdout, workdir)
     suffix = f" [reader {spec.reader}, source {spec.source or 'stdout'}]"
-    from .registry import READERS
-
     try:
         read = READERS.get(spec.reader)
     except KeyError as exc:

@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
-from .config import Section, Target
+from .config import Target
 from .errors import ConfigError
+from .section import Section
 from .usage import Usage
 
 TABLE_NAME = "prices.toml"

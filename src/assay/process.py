@@ -368,32 +368,9 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
         _LIVE[pgid] = cmd
         if cancel is not None:
             cancel._add(pgid)
-        timed_out = False
-        stopped = ""
         follow = _Follower(stdout_path, watch) if watch is not None else None
         try:
-            deadline = start + timeout_s
-            while True:
-                try:
-                    proc.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    if cancel is not None and cancel.cancelled:
-                        break
-                    if time.monotonic() >= deadline:
-                        timed_out = True
-                        break
-                    if follow is not None:
-                        stopped = follow.poll(time.monotonic())
-                        if stopped:
-                            break
-            if proc.returncode is None:
-                kill_group(pgid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=GRACE_S)
-                except subprocess.TimeoutExpired:
-                    kill_group(pgid, signal.SIGKILL)
-                    proc.wait()
+            timed_out, stopped = _wait(proc, start + timeout_s, cancel, follow)
         finally:
             kill_group(pgid, signal.SIGKILL)  # leftovers of a finished command
             _LIVE.pop(pgid, None)
@@ -411,6 +388,37 @@ def run(cmd: str, *, cwd: Path, env: Mapping[str, str], timeout_s: float,
                       timed_out=timed_out, cancelled=cancelled, wall_s=wall,
                       stdout=stdout_path.read_text(errors="replace"),
                       stderr=stderr_path.read_text(errors="replace"), stopped=stopped)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, cancel: CancelToken | None,
+          follow: _Follower | None) -> tuple[bool, str]:
+    """Wait until ``proc`` ends, is cancelled, passes ``deadline`` or breaches its watch; a
+    process still running then is terminated, and killed after a grace period. Returns
+    whether it timed out and why its watch stopped it ('' when it did not)."""
+    timed_out = False
+    stopped = ""
+    while True:
+        try:
+            proc.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.cancelled:
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            if follow is not None:
+                stopped = follow.poll(time.monotonic())
+                if stopped:
+                    break
+    if proc.returncode is None:
+        kill_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return timed_out, stopped
 
 
 class _Follower:

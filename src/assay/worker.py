@@ -98,6 +98,15 @@ def slot_env(target: Target, slot: Slot, tree: Path, extra: Mapping[str, str]
     return env
 
 
+def tree_env(target: Target, ws: Workspace, slot: Slot, tree: Path,
+             params: Mapping[str, ParamValue]) -> dict[str, str]:
+    """The environment of a command run in ``tree`` on ``slot`` (:func:`slot_env`): the
+    tree's own bytecode folder and compile caches, and ``params`` set as variables."""
+    return slot_env(target, slot, tree, {**ws.bytecode_env(tree),
+                                         **cache_env(target, slot.name, tree),
+                                         **split_params(params, target.params)[0]})
+
+
 def cache_dir(target: Target, slot: str) -> Path:
     """The slot's compile caches (a folder per tree) and the markers of the trees warmed."""
     return target.state_dir / "cache" / slot
@@ -109,6 +118,17 @@ def tree_cache(target: Target, slot: str, tree: Path) -> Path:
     return cache_dir(target, slot) / tree.name
 
 
+def run_bench(target: Target, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
+              cancel: process.CancelToken | None = None, watch: Watcher | None = None
+              ) -> process.ProcResult:
+    """One run of the benchmark command in ``cwd``, its output in ``logs/<name>.out`` and
+    ``.err``."""
+    return process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
+                       stdout_path=logs / f"{name}.out", stderr_path=logs / f"{name}.err",
+                       limits=target.limits, cancel=cancel, watch=watch,
+                       sandbox=contain.spec_for(target, cwd, env))
+
+
 def _warm(target: Target, slot: Slot, cwd: Path, key: str, env: Mapping[str, str],
           logs: Path, role: str, cancel: process.CancelToken | None) -> float | None:
     """One unmeasured bench run in ``cwd`` when this slot has not run ``key`` there yet
@@ -116,19 +136,17 @@ def _warm(target: Target, slot: Slot, cwd: Path, key: str, env: Mapping[str, str
     marker = cache_dir(target, slot.name) / f"warm-{_digest(f'{cwd}:{key}')}"
     if marker.exists():
         return None
-    r = process.run(target.bench.cmd, cwd=cwd, env=env, timeout_s=target.bench.timeout_s,
-                    stdout_path=logs / f"warmup-{role}.out",
-                    stderr_path=logs / f"warmup-{role}.err",
-                    limits=target.limits, cancel=cancel,
-                    sandbox=contain.spec_for(target, cwd, env))
+    r = run_bench(target, cwd, env, logs, f"warmup-{role}", cancel)
     if r.exit_code == 0:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(f"{cwd}\n{key}\n")
     return r.wall_s
 
 
-def _read_all(specs: tuple[MetricSpec, ...], stdout: str, cwd: Path
-              ) -> tuple[dict[str, float], RunStatus, str]:
+def read_metrics(specs: tuple[MetricSpec, ...], stdout: str, cwd: Path
+                 ) -> tuple[dict[str, float], RunStatus, str]:
+    """Every metric of ``specs`` in a run's output, in order: the values read, and the run's
+    status with why (the first unreadable, non-finite or out-of-bounds value ends it)."""
     values: dict[str, float] = {}
     for spec in specs:
         try:
@@ -153,8 +171,8 @@ class Step:
     output: str
 
 
-def _prep(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
-          target: Target, cancel: process.CancelToken | None) -> Step:
+def run_step(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
+             target: Target, cancel: process.CancelToken | None) -> Step:
     """Run a build, checks or compare command in ``cwd``."""
     if cmd is None:
         return Step("", 0.0, "")
@@ -193,14 +211,14 @@ def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_t
     known = memo.get(key)
     if known is not None:
         return ChecksOutcome("reused", 0, known.detail)
-    first = _prep(target.checks, cand_tree, env_b, logs, "checks", target, cancel)
+    first = run_step(target.checks, cand_tree, env_b, logs, "checks", target, cancel)
     if not first.why:
         memo.put(key, "passed")
         return ChecksOutcome("passed", 1)
     if first.why.endswith("cancelled"):
         return ChecksOutcome("cancelled", 1, first.why)
     names = failing_tests(first.output)
-    again = _prep(target.checks, cand_tree, env_b, logs, "checks-again", target, cancel)
+    again = run_step(target.checks, cand_tree, env_b, logs, "checks-again", target, cancel)
     named = f" ({', '.join(names)})" if names else ""
     if not again.why:
         detail = f"failed once{named}, then passed on the candidate"
@@ -208,7 +226,7 @@ def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_t
         return ChecksOutcome("flaky", 2, detail)
     names = names or failing_tests(again.output)
     named = f" ({', '.join(names)})" if names else ""
-    inc = _prep(target.checks, inc_tree, env_a, logs, "checks-incumbent", target, cancel)
+    inc = run_step(target.checks, inc_tree, env_a, logs, "checks-incumbent", target, cancel)
     if inc.why:
         detail = (f"failed twice on the candidate{named} and also on the incumbent: the "
                   "failure does not come from the candidate")
@@ -228,12 +246,12 @@ def run_compare(target: Target, memo: CheckMemo, a_key: str, b_key: str, a_tree:
     store = target.state_dir / "compare"
     a_out = store / f"{a_key}.out"
     if not a_out.is_file():
-        a = _prep(target.compare, a_tree, env_a, logs, "compare-a", target, cancel)
+        a = run_step(target.compare, a_tree, env_a, logs, "compare-a", target, cancel)
         if a.why:
             return f"the incumbent's compare command failed: {a.why}"
         store.mkdir(parents=True, exist_ok=True)
         a_out.write_text(a.output)
-    b = _prep(target.compare, b_tree, env_b, logs, "compare-b", target, cancel)
+    b = run_step(target.compare, b_tree, env_b, logs, "compare-b", target, cancel)
     if b.why:
         return b.why
     diffs = compare_outputs(a_out.read_text(), b.output, target.compare_rtol,
@@ -279,16 +297,14 @@ def check_incumbent(target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
         return f"the incumbent {inc.commit[:12]} cannot be checked out: {exc}"
     if not warm:
         trees.a_state, trees.a_print = "", fp
-    env = slot_env(target, slot, trees.a, {**ws.bytecode_env(trees.a),
-                                           **cache_env(target, slot.name, trees.a),
-                                  **split_params(inc.params, target.params)[0]})
+    env = tree_env(target, ws, slot, trees.a, inc.params)
     if trees.a_state != key:
-        step = _prep(target.build, trees.a, env, logs, "build", target, cancel)
+        step = run_step(target.build, trees.a, env, logs, "build", target, cancel)
         if step.why:
             return (f"the incumbent {inc.commit[:12]} does not build: {step.why}\n"
                     f"{tail(step.output)}")
         trees.a_state = key
-    step = _prep(target.checks, trees.a, env, logs, "checks", target, cancel)
+    step = run_step(target.checks, trees.a, env, logs, "checks", target, cancel)
     if step.why:
         names = failing_tests(step.output)
         named = f" (failing: {', '.join(names)})" if names else ""
@@ -323,7 +339,7 @@ def _outcome(target: Target, r: process.ProcResult, changed: list[str],
     if r.exit_code != 0:
         lines = (r.stderr or r.stdout).strip().splitlines()[-2:]
         return {}, RunStatus.CRASHED, f"exit {r.exit_code}: {' | '.join(lines)}"
-    return _read_all(specs, r.stdout, cwd)
+    return read_metrics(specs, r.stdout, cwd)
 
 
 def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
@@ -339,7 +355,7 @@ def _holdout(target: Target, cwd: Path, env: dict[str, str], stem: Path,
                     sandbox=contain.spec_for(target, cwd, env, holdout=True))
     if h.exit_code != 0:
         return {}
-    values, status, _reason = _read_all((target.holdout_metric,), h.stdout, cwd)
+    values, status, _reason = read_metrics((target.holdout_metric,), h.stdout, cwd)
     return values if status is RunStatus.OK else {}
 
 
@@ -376,25 +392,93 @@ def _shown(target: Target, path: Path) -> str:
         return str(path)
 
 
-def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
-              cancel: process.CancelToken | None = None) -> BlockResult:
+@dataclass
+class BlockRun:
+    """One block in progress on its slot: what it was given, what its steps found, and the
+    result it ends with."""
+
+    block: Block
+    target: Target
+    ws: Workspace
+    slot: Slot
+    trees: SlotTrees
+    cancel: process.CancelToken | None
+    logs: Path
+    start: float
+    a_key: str
+    b_key: str
+    b_params: dict[str, ParamValue]
+    b_tree: Path  # the candidate's tree, or the incumbent's in a block without a candidate
+    guard: treestate.Guard
+    protected: list[str]
+    restored: list[str]  # notes on trees found changed since their last block
+    env_a: dict[str, str] = field(default_factory=dict)
+    env_b: dict[str, str] = field(default_factory=dict)
+    last_hash: dict[Path, dict[str, str]] = field(default_factory=dict)
+    build_s: float = 0.0
+    checks: ChecksOutcome = ChecksOutcome("", 0)
+    warmups: list[tuple[str, float]] = field(default_factory=list)
+
+    def fail(self, kind: str, msg: str, passed: bool | None = None) -> BlockResult:
+        """End the block before its runs, or without them."""
+        return BlockResult(self.block.block_id, self.block.experiment_id, self.slot.name, (),
+                           passed, msg, kind, time.monotonic() - self.start,
+                           build_s=self.build_s, checks_runs=self.checks.runs,
+                           checks_outcome=self.checks.outcome,
+                           checks_detail=self.checks.detail, restored=tuple(self.restored))
+
+    def result(self, runs: list[RunResult], error: str = "", kind: str = "") -> BlockResult:
+        """End the block with its runs."""
+        checks_ok = True if (self.block.candidate is not None and self.target.checks) else None
+        return BlockResult(self.block.block_id, self.block.experiment_id, self.slot.name,
+                           tuple(runs), checks_ok, error, kind, time.monotonic() - self.start,
+                           warmups=tuple(self.warmups), build_s=self.build_s,
+                           checks_runs=self.checks.runs, checks_outcome=self.checks.outcome,
+                           checks_detail=self.checks.detail, restored=tuple(self.restored))
+
+    def tampered(self, why: str) -> BlockResult:
+        """End the block on a change outside the step's own tree: the incumbent's tree is
+        restored now, before anything else is measured on this slot; the candidate's tree
+        is materialized again by its next block."""
+        trees, inc = self.trees, self.block.incumbent
+        trees.a_state = trees.b_state = ""
+        trees.prints.pop(trees.b, None)
+        try:
+            treestate.scrub(trees.a)
+            self.ws.materialize(trees.a, inc.commit, "", inc.params)
+            trees.a_print = self.ws.fingerprint(trees.a)
+            self.guard.settle(trees.a)
+        except AssayError:
+            trees.prints.pop(trees.a, None)  # the next block scrubs and materializes it
+            trees.a_print = ""
+        return self.fail("tampered", why)
+
+
+def _drift_notes(target: Target, slot: Slot, trees: SlotTrees, with_candidate: bool
+                 ) -> list[str]:
+    """A note for each tree whose files changed since its last block left them, by nothing
+    that ran there (:func:`_materialize` scrubs and restores it)."""
+    notes: list[str] = []
+    for tree in (trees.a, trees.b) if with_candidate else (trees.a,):
+        known = trees.prints.get(tree)
+        if known is None:
+            continue
+        drift = treestate.changed(known, treestate.again(known))
+        if drift:
+            names = ", ".join(_shown(target, known.path(rel)) for rel in drift[:6])
+            notes.append(f"{names} changed on slot {slot.name} since its last block, by "
+                         "nothing that ran there; the tree is scrubbed and restored")
+    return notes
+
+
+def _open_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
+                cancel: process.CancelToken | None) -> BlockRun:
+    """The block's logs folder, content keys and guard, and the trees found changed."""
     start = time.monotonic()
     logs = target.state_dir / "logs" / block.experiment_id / block.block_id
     logs.mkdir(parents=True, exist_ok=True)
-    inc = block.incumbent
-    cand = block.candidate
+    inc, cand = block.incumbent, block.candidate
     b_params = {**inc.params, **(cand.params if cand else {})}
-    build_s = 0.0
-    checks = ChecksOutcome("", 0)
-
-    restored: list[str] = []
-
-    def fail(kind: str, msg: str, passed: bool | None = None) -> BlockResult:
-        return BlockResult(block.block_id, block.experiment_id, slot.name, (), passed, msg, kind,
-                           time.monotonic() - start, build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail,
-                           restored=tuple(restored))
-
     a_key = incumbent_key(inc)
     b_key = a_key
     if cand is not None:
@@ -402,177 +486,205 @@ def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: Sl
     if trees.user_files is None:
         trees.user_files = treestate.watched_files(target.root, target.is_protected)
     guard = treestate.Guard(trees.a, trees.b if cand is not None else None, trees.user_files,
-                             ws.bytecode_of, lambda p: _shown(target, p))
+                            ws.bytecode_of, lambda p: _shown(target, p))
     guard.prints = trees.prints
-    for tree in (trees.a, trees.b) if cand is not None else (trees.a,):
-        known = trees.prints.get(tree)
-        if known is None:
-            continue
-        drift = treestate.changed(known, treestate.again(known))
-        if drift:  # _materialize scrubs and restores it
-            names = ", ".join(_shown(target, known.path(rel)) for rel in drift[:6])
-            restored.append(f"{names} changed on slot {slot.name} since its last block, by "
-                            "nothing that ran there; the tree is scrubbed and restored")
+    return BlockRun(block, target, ws, slot, trees, cancel, logs, start, a_key, b_key, b_params,
+                    b_tree=trees.b if cand is not None else trees.a, guard=guard,
+                    protected=[*list(target.protected), "assay.toml"],
+                    restored=_drift_notes(target, slot, trees, cand is not None))
+
+
+def _materialize_trees(run: BlockRun) -> BlockResult | None:
+    """Bring each tree to what it should hold, and set the environment of each side: a
+    bytecode folder and compile caches per tree (a tree's own bytecode is dropped whenever
+    it is materialized: Workspace.forget_bytecode)."""
+    target, ws, trees = run.target, run.ws, run.trees
+    inc, cand = run.block.incumbent, run.block.candidate
     try:
-        warm_a, a_print = _materialize(ws, trees.a, a_key, trees.a_state, trees.a_print,
+        warm_a, a_print = _materialize(ws, trees.a, run.a_key, trees.a_state, trees.a_print,
                                        inc.commit, "", inc.params, trees.prints.get(trees.a))
         if not warm_a:
             trees.a_state, trees.a_print = "", a_print
-            guard.settle(trees.a)
+            run.guard.settle(trees.a)
         a_env = split_params(inc.params, target.params)[0]
         if cand is not None:
-            warm_b, b_print = _materialize(ws, trees.b, b_key, trees.b_state, trees.b_print,
-                                           cand.base_commit, cand.patch, b_params,
+            warm_b, b_print = _materialize(ws, trees.b, run.b_key, trees.b_state, trees.b_print,
+                                           cand.base_commit, cand.patch, run.b_params,
                                            trees.prints.get(trees.b))
             if not warm_b:
                 trees.b_state, trees.b_print = "", b_print
-            guard.settle(trees.b)
-            b_env = split_params(b_params, target.params)[0]
+            run.guard.settle(trees.b)
+            b_env = split_params(run.b_params, target.params)[0]
         else:
             b_env = a_env
     except PatchError as exc:
         trees.b_state = ""
         trees.prints.pop(trees.b, None)
-        return fail("patch", str(exc))
+        return run.fail("patch", str(exc))
     except AssayError as exc:
-        return fail("executor", str(exc))
+        return run.fail("executor", str(exc))
+    a_env = {**ws.bytecode_env(trees.a), **cache_env(target, run.slot.name, trees.a), **a_env}
+    b_env = {**ws.bytecode_env(run.b_tree), **cache_env(target, run.slot.name, run.b_tree),
+             **b_env}
+    run.env_a = slot_env(target, run.slot, trees.a, a_env)
+    run.env_b = slot_env(target, run.slot, run.b_tree, b_env)
+    return None
 
-    def tampered(why: str) -> BlockResult:
-        """End the block on a change outside the step's own tree: the incumbent's tree is
-        restored now, before anything else is measured on this slot; the candidate's tree
-        is materialized again by its next block."""
-        trees.a_state = trees.b_state = ""
-        trees.prints.pop(trees.b, None)
-        try:
-            treestate.scrub(trees.a)
-            ws.materialize(trees.a, inc.commit, "", inc.params)
-            trees.a_print = ws.fingerprint(trees.a)
-            guard.settle(trees.a)
-        except AssayError:
-            trees.prints.pop(trees.a, None)  # the next block scrubs and materializes it
-            trees.a_print = ""
-        return fail("tampered", why)
 
-    # A bytecode folder and compile caches per tree; a tree's own bytecode is dropped
-    # whenever it is materialized (Workspace.forget_bytecode)
-    a_env = {**ws.bytecode_env(trees.a), **cache_env(target, slot.name, trees.a), **a_env}
-    b_tree = trees.b if cand is not None else trees.a
-    b_env = {**ws.bytecode_env(b_tree), **cache_env(target, slot.name, b_tree), **b_env}
-    env_a = slot_env(target, slot, trees.a, a_env)
-    env_b = slot_env(target, slot, b_tree, b_env)
-    protected = [*list(target.protected), "assay.toml"]
-    base_hash = hash_paths(trees.a, protected)
-    last_hash: dict[Path, dict[str, str]] = {trees.a: base_hash}
-    if cand is not None:
-        last_hash[trees.b] = hash_paths(trees.b, protected)
-        changed = diff_hashes(base_hash, last_hash[trees.b])
+def _hash_protected(run: BlockRun) -> BlockResult | None:
+    """Hash the protected paths of each tree; a candidate that changes them ends here."""
+    trees = run.trees
+    base_hash = hash_paths(trees.a, run.protected)
+    run.last_hash[trees.a] = base_hash
+    if run.block.candidate is not None:
+        run.last_hash[trees.b] = hash_paths(trees.b, run.protected)
+        changed = diff_hashes(base_hash, run.last_hash[trees.b])
         if changed:
-            return fail("harness_changed", f"the candidate changes protected paths: {changed}")
+            return run.fail("harness_changed",
+                            f"the candidate changes protected paths: {changed}")
+    return None
 
-    if trees.a_state != a_key:
-        step = _prep(target.build, trees.a, env_a, logs, "build-a", target, cancel)
-        build_s += step.seconds
+
+def _build_trees(run: BlockRun) -> BlockResult | None:
+    """Build each tree that does not hold its build yet."""
+    target, trees, guard = run.target, run.trees, run.guard
+    if trees.a_state != run.a_key:
+        step = run_step(target.build, trees.a, run.env_a, run.logs, "build-a", target,
+                        run.cancel)
+        run.build_s += step.seconds
         if step.why:
-            return fail("executor", f"the incumbent does not build: {step.why}")
-        trees.a_state = a_key
+            return run.fail("executor", f"the incumbent does not build: {step.why}")
+        trees.a_state = run.a_key
         if why := guard.check("the incumbent's build", [trees.a]):
-            return tampered(why)
-    if cand is not None:
-        if trees.b_state != b_key:
-            step = _prep(target.build, trees.b, env_b, logs, "build-b", target, cancel)
-            build_s += step.seconds
-            if why := guard.check("the candidate's build", [trees.b]):
-                return tampered(why)
-            if step.why:
-                return fail("build", step.why)
-            trees.b_state = b_key
-        memo = CheckMemo(target.state_dir / "checks")
-        checks = run_checks(target, memo, _digest(b_key), trees.b, trees.a, env_b, env_a, logs,
-                            cancel)
-        if why := guard.check("the checks", [trees.a, trees.b]):
-            return tampered(why)
-        if checks.outcome == "cancelled":
-            return fail("cancelled", "block cancelled")
-        if checks.outcome == "failed":
-            return fail("checks_failed", checks.detail, passed=False)
-        differs = run_compare(target, memo, _digest(a_key), _digest(b_key), trees.a, trees.b,
-                              env_a, env_b, logs, cancel)
-        if why := guard.check("the compare command", [trees.a, trees.b]):
-            return tampered(why)
-        if differs:
-            return fail("compare", differs, passed=False)
-    checks_ok: bool | None = True if (cand is not None and target.checks) else None
+            return run.tampered(why)
+    if run.block.candidate is not None and trees.b_state != run.b_key:
+        step = run_step(target.build, trees.b, run.env_b, run.logs, "build-b", target,
+                        run.cancel)
+        run.build_s += step.seconds
+        if why := guard.check("the candidate's build", [trees.b]):
+            return run.tampered(why)
+        if step.why:
+            return run.fail("build", step.why)
+        trees.b_state = run.b_key
+    return None
 
-    warmups: list[tuple[str, float]] = []
-    if target.run.warm_up != "none":
-        todo = [("A", trees.a, a_key, env_a)] if "A" in block.order else []
-        if cand is not None and target.run.warm_up == "all" and "B" in block.order:
-            todo.append(("B", b_tree, b_key, env_b))
-        for role_ch, cwd, key, env in todo:
-            wall = _warm(target, slot, cwd, key, env, logs, role_ch, cancel)
-            if why := guard.check(f"warm-up run ({role_ch})", [cwd]):
-                return tampered(why)
-            if cancel is not None and cancel.cancelled:
-                return fail("cancelled", "block cancelled")
-            if wall is not None:
-                warmups.append((role_ch, wall))
 
-    def result(runs: list[RunResult], error: str = "", kind: str = "") -> BlockResult:
-        return BlockResult(block.block_id, block.experiment_id, slot.name, tuple(runs),
-                           checks_ok, error, kind, time.monotonic() - start,
-                           warmups=tuple(warmups), build_s=build_s, checks_runs=checks.runs,
-                           checks_outcome=checks.outcome, checks_detail=checks.detail,
-                           restored=tuple(restored))
+def _vet_candidate(run: BlockRun) -> BlockResult | None:
+    """The candidate's checks, then its compare command against the incumbent's output."""
+    if run.block.candidate is None:
+        return None
+    target, trees, guard = run.target, run.trees, run.guard
+    memo = CheckMemo(target.state_dir / "checks")
+    run.checks = run_checks(target, memo, _digest(run.b_key), trees.b, trees.a, run.env_b,
+                            run.env_a, run.logs, run.cancel)
+    if why := guard.check("the checks", [trees.a, trees.b]):
+        return run.tampered(why)
+    if run.checks.outcome == "cancelled":
+        return run.fail("cancelled", "block cancelled")
+    if run.checks.outcome == "failed":
+        return run.fail("checks_failed", run.checks.detail, passed=False)
+    differs = run_compare(target, memo, _digest(run.a_key), _digest(run.b_key), trees.a,
+                          trees.b, run.env_a, run.env_b, run.logs, run.cancel)
+    if why := guard.check("the compare command", [trees.a, trees.b]):
+        return run.tampered(why)
+    if differs:
+        return run.fail("compare", differs, passed=False)
+    return None
 
-    metric_specs = (target.metric, *target.guards)
+
+def _warm_up(run: BlockRun) -> BlockResult | None:
+    """One unmeasured run on each side ``[run] warm_up`` names whose cache is cold for it."""
+    target, order = run.target, run.block.order
+    if target.run.warm_up == "none":
+        return None
+    todo = [("A", run.trees.a, run.a_key, run.env_a)] if "A" in order else []
+    if run.block.candidate is not None and target.run.warm_up == "all" and "B" in order:
+        todo.append(("B", run.b_tree, run.b_key, run.env_b))
+    for role_ch, cwd, key, env in todo:
+        wall = _warm(target, run.slot, cwd, key, env, run.logs, role_ch, run.cancel)
+        if why := run.guard.check(f"warm-up run ({role_ch})", [cwd]):
+            return run.tampered(why)
+        if run.cancel is not None and run.cancel.cancelled:
+            return run.fail("cancelled", "block cancelled")
+        if wall is not None:
+            run.warmups.append((role_ch, wall))
+    return None
+
+
+def _watcher(run: BlockRun, role: Role) -> Watcher | None:
+    """The watch of a run's progress lines, when the metric has watch conditions."""
+    if run.target.metric.watch is None:
+        return None
+    # an incumbent run is the reference, not judged against it: a busier machine must not
+    # stop the very run that would show it
+    trees = run.trees
+    ref = trees.watch_ref if trees.watch_key == run.a_key and role is Role.CANDIDATE else None
+    return Watcher(run.target.metric.watch, ref)
+
+
+def _timed_run(run: BlockRun, i: int, role_ch: str) -> RunResult | BlockResult:
+    """Run ``i`` of the block's order: the benchmark, its metrics and the holdout's; a
+    BlockResult when the block ends on it (cancelled, or a change outside its tree)."""
+    target, trees, guard, logs = run.target, run.trees, run.guard, run.logs
+    role = Role(role_ch)
+    cwd = trees.a if role is Role.INCUMBENT else run.b_tree
+    env = run.env_a if role is Role.INCUMBENT else run.env_b
+    run_id = f"{run.block.block_id}-r{i + 1}"
+    if why := guard.check(f"the wait before run {i + 1} ({role_ch})"):
+        return run.tampered(why)  # e.g. a process a candidate's run left behind
+    before = run.last_hash.get(cwd) or hash_paths(cwd, run.protected)
+    watcher = _watcher(run, role)
+    r = run_bench(target, cwd, {**env, "ASSAY_RUN_ID": run_id}, logs, f"r{i + 1}-{role_ch}",
+                  run.cancel, watcher)
+    if r.cancelled:
+        return run.fail("cancelled", "block cancelled")
+    if why := guard.check(f"run {i + 1} ({role_ch})", [cwd]):
+        return run.tampered(why)
+    after = hash_paths(cwd, run.protected)
+    run.last_hash[cwd] = after
+    metrics, status, reason = _outcome(
+        target, r, diff_hashes(before, after), (target.metric, *target.guards), cwd,
+        trees.wall_ref if trees.watch_key == run.a_key else None)
+    holdout: dict[str, float] = {}
+    if status is RunStatus.OK:
+        holdout = _holdout(target, cwd, env, logs / f"r{i + 1}-{role_ch}", run.cancel)
+        if target.holdout is not None and (
+                why := guard.check(f"holdout after run {i + 1} ({role_ch})", [cwd])):
+            return run.tampered(why)
+    if watcher is not None and role is Role.INCUMBENT and status is RunStatus.OK:
+        trees.watch_key, trees.watch_ref, trees.wall_ref = run.a_key, watcher.medians(), r.wall_s
+    return RunResult(run_id, run.block.block_id, run.block.experiment_id, role, i + 1, status,
+                     metrics, reason, r.exit_code, r.wall_s,
+                     str(logs / f"r{i + 1}-{role_ch}.out"),
+                     str(logs / f"r{i + 1}-{role_ch}.err"), run.slot.name, holdout)
+
+
+def _timed_runs(run: BlockRun) -> BlockResult:
+    """The timed runs in the block's order. A candidate run that changes the harness ends
+    the block; an incumbent run that crashes or times out ends it too (fail fast: the loop
+    stops on a broken incumbent, the rest would wait too)."""
     runs: list[RunResult] = []
-    for i, role_ch in enumerate(block.order):
-        role = Role(role_ch)
-        cwd = trees.a if role is Role.INCUMBENT else b_tree
-        env = env_a if role is Role.INCUMBENT else env_b
-        run_id = f"{block.block_id}-r{i + 1}"
-        if why := guard.check(f"the wait before run {i + 1} ({role_ch})"):
-            return tampered(why)  # e.g. a process a candidate's run left behind
-        before = last_hash.get(cwd) or hash_paths(cwd, protected)
-        watcher = None
-        if target.metric.watch is not None:
-            # an incumbent run is the reference, not judged against it: a busier machine
-            # must not stop the very run that would show it
-            ref = trees.watch_ref if trees.watch_key == a_key and role is Role.CANDIDATE \
-                else None
-            watcher = Watcher(target.metric.watch, ref)
-        r = process.run(target.bench.cmd, cwd=cwd, env={**env, "ASSAY_RUN_ID": run_id},
-                        timeout_s=target.bench.timeout_s,
-                        stdout_path=logs / f"r{i + 1}-{role_ch}.out",
-                        stderr_path=logs / f"r{i + 1}-{role_ch}.err",
-                        limits=target.limits, cancel=cancel, watch=watcher,
-                        sandbox=contain.spec_for(target, cwd, env))
-        if r.cancelled:
-            return fail("cancelled", "block cancelled")
-        if why := guard.check(f"run {i + 1} ({role_ch})", [cwd]):
-            return tampered(why)
-        after = hash_paths(cwd, protected)
-        last_hash[cwd] = after
-        metrics, status, reason = _outcome(
-            target, r, diff_hashes(before, after), metric_specs, cwd,
-            trees.wall_ref if trees.watch_key == a_key else None)
-        holdout: dict[str, float] = {}
-        if status is RunStatus.OK:
-            holdout = _holdout(target, cwd, env, logs / f"r{i + 1}-{role_ch}", cancel)
-            if target.holdout is not None and (
-                    why := guard.check(f"holdout after run {i + 1} ({role_ch})", [cwd])):
-                return tampered(why)
-        if watcher is not None and role is Role.INCUMBENT and status is RunStatus.OK:
-            trees.watch_key, trees.watch_ref, trees.wall_ref = a_key, watcher.medians(), r.wall_s
-        runs.append(RunResult(run_id, block.block_id, block.experiment_id, role, i + 1, status,
-                              metrics, reason, r.exit_code, r.wall_s,
-                              str(logs / f"r{i + 1}-{role_ch}.out"),
-                              str(logs / f"r{i + 1}-{role_ch}.err"), slot.name, holdout))
-        if status is RunStatus.HARNESS_CHANGED and role is Role.CANDIDATE:
-            trees.b_state = ""
-            return result(runs, reason, "harness_changed")
-        if status is RunStatus.HARNESS_CHANGED:
-            trees.a_state = ""
-        if role is Role.INCUMBENT and status in (RunStatus.CRASHED, RunStatus.TIMEOUT):
-            break  # fail fast: the loop stops on a broken incumbent, the rest would wait too
-    return result(runs)
+    for i, role_ch in enumerate(run.block.order):
+        done = _timed_run(run, i, role_ch)
+        if isinstance(done, BlockResult):
+            return done
+        runs.append(done)
+        if done.status is RunStatus.HARNESS_CHANGED and done.role is Role.CANDIDATE:
+            run.trees.b_state = ""
+            return run.result(runs, done.reason, "harness_changed")
+        if done.status is RunStatus.HARNESS_CHANGED:
+            run.trees.a_state = ""
+        if done.role is Role.INCUMBENT and done.status in (RunStatus.CRASHED,
+                                                           RunStatus.TIMEOUT):
+            break
+    return run.result(runs)
+
+
+def run_block(block: Block, target: Target, ws: Workspace, slot: Slot, trees: SlotTrees,
+              cancel: process.CancelToken | None = None) -> BlockResult:
+    """Run ``block`` on ``slot``: each tree brought to what it should hold and built, the
+    candidate vetted, the warm-ups due, then the timed runs (see the module docstring)."""
+    run = _open_block(block, target, ws, slot, trees, cancel)
+    ended = (_materialize_trees(run) or _hash_protected(run) or _build_trees(run)
+             or _vet_candidate(run) or _warm_up(run))
+    return ended if ended is not None else _timed_runs(run)

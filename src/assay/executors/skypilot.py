@@ -61,10 +61,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Target
+from ..config import PlatformSpec, Target
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
-from ..platforms import PlatformSpec
 from ..workspace import Workspace
 from .base import Executor
 from .ray import SLOT_RESOURCE, RayConfig, RayExecutor

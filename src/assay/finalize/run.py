@@ -29,17 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import api, fingerprint, process, verify
-from ..config import Target
+from ..config import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
 from ..git import git
 from ..journal import Journal
 from ..lock import RunLock
 from ..meter import Meter, caps_of
 from ..model import ExperimentState
-from ..platforms import PlatformSpec
 from ..prices import for_target
-from ..worker import _prep, cache_env
 from ..workspace import Workspace, split_params
+from ..worker import cache_env, run_step
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
 
@@ -127,7 +126,7 @@ class _Checker:
             penv = {**env, **plat.env} if plat is not None else env
             where = logs / plat.name if plat is not None else logs
             for name, cmd in (("build", self.target.build), ("checks", self.target.checks)):
-                why = _prep(cmd, path, penv, where, name, self.target, None).why
+                why = run_step(cmd, path, penv, where, name, self.target, None).why
                 if why:
                     break
             if why:
