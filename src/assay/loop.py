@@ -41,7 +41,7 @@ from typing import Any
 from . import sessions, stops
 from .calibration import CAL, Calibration
 from .combine import combine
-from .config import Target
+from .config import Target, primary_platform
 from .contain import UNCONFINED
 from .decide import (
     Action,
@@ -80,7 +80,6 @@ from .model import (
     as_pairs,
     for_proposer,
 )
-from .config import primary_platform
 from .prices import for_target
 from .proposers.base import ExperimentSummary, LazyFiles, ProposalContext, Proposer
 from .repository import Repository

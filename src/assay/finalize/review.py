@@ -42,13 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import contain, keys, process
+from ..config import Target
 from ..errors import ProposerError, ReviewError
 from ..git import git
 from ..meter import prompt_tokens
 from ..proposers.llm import LLMProposer
 from ..registry import REVIEWERS
-from ..config import Target
-from ..errors import ReviewError
 from ..section import Section
 from ..usage import Usage
 

@@ -37,8 +37,8 @@ from ..lock import RunLock
 from ..meter import Meter, caps_of
 from ..model import ExperimentState
 from ..prices import for_target
-from ..workspace import Workspace, split_params
 from ..worker import cache_env, run_step
+from ..workspace import Workspace, split_params
 from . import branches, grouping, measure, pr, review
 from .grouping import Change, Group
 
