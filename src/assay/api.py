@@ -19,55 +19,27 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
 from . import contain, keys, process, spend
+from . import init as init_mod
+from .assemble import build_proposer, executor_for
+from .assemble import journal_path as journal_path
+from .assemble import load as load
+from .assemble import open_journal as open_journal
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .export import experiment_dict, render
-from .journal import JOURNAL_NAME, Journal
+from .journal import Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .model import Experiment, ExperimentState
 from .paramdiff import params_diff
 from .proposers.base import Proposer
 from .refname import branch_problem
-from .registry import EXECUTORS, PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
 from .workspace import Workspace
-
-
-def load(root: str | Path = ".", config: str | None = None, **overrides: Any) -> Target:
-    """Load the target; ``overrides`` replace [run] values (slots, budget, proposer ...)."""
-    try:
-        target = config_mod.load(root, config)
-    except (OSError, UnicodeDecodeError) as exc:  # a folder, unreadable, not UTF-8 ...
-        raise ConfigError(f"cannot read the config: {exc}", file=str(config or "assay.toml"),
-                          valid="a UTF-8 TOML file") from None
-    run_over = {k: v for k, v in overrides.items() if v is not None}
-    for key, low, high in (("slots", 1, 1024), ("budget", 0, config_mod.BUDGET_MAX)):
-        if key in run_over and (not isinstance(run_over[key], int)
-                                or not low <= run_over[key] <= high):
-            raise ConfigError(f"--{key} {run_over[key]!r} is out of range",
-                              file=str(target.config_path), key=f"run.{key}",
-                              valid=f"an integer from {low} to {high}")
-    if run_over:
-        if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
-            raise ConfigError(f"--slots {run_over['slots']} does not match the "
-                              f"{len(target.run.gpus)} GPU sets in [run] gpus",
-                              file=str(target.config_path), key="run.slots")
-        target = dataclasses.replace(target, run=dataclasses.replace(target.run, **run_over))
-    return target
-
-
-def journal_path(target: Target) -> Path:
-    return target.state_dir / JOURNAL_NAME
-
-
-def open_journal(target: Target, readonly: bool = False) -> Journal:
-    return Journal.open(journal_path(target), readonly=readonly)
 
 
 def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
@@ -95,28 +67,6 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
             out.append(f"{f.name} was already tried as {exp.id} ({exp.state.value}); skipped "
                        "(`assay run --retry` measures it again)")
     return out
-
-
-def build_proposer(target: Target, journal: Journal, name: str | None = None,
-                   retry: bool = False) -> Proposer:
-    make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
-                                "run.proposer")
-    prop = make(target, journal)
-    if retry:
-        from .proposers.queue import QueueProposer
-
-        if isinstance(prop, QueueProposer):
-            prop.retry_tried()
-    return prop
-
-
-def build_executor(target: Target, ws: Workspace) -> Executor:
-    if target.platforms:
-        from . import platforms
-
-        return platforms.build_executor(target, ws)
-    make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
-    return make(target, ws)
 
 
 @contextlib.contextmanager
@@ -151,7 +101,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         ws = Workspace(target, name or stored or target.run.name or "main")
         prop = proposer or build_proposer(target, journal, retry=retry)
         confinement = contain.gate(prop.name, unconfined)
-        exe = executor or build_executor(target, ws)
+        exe = executor or executor_for(target, ws)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
         loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
                                       unconfined=confinement.unconfined, carry_on=carry_on)
@@ -450,8 +400,6 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
     ConfigError naming each one and the flag that gives it. ``show(text)`` receives what was
     detected before anything is written.
     """
-    from . import init as init_mod
-
     root_path = Path(root).resolve()
     plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
     if show is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..assemble import executor_for
 from ..config import Target
 from ..errors import FinalizeError
 from ..journal import Journal
@@ -96,8 +97,6 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
 
     ``scratch`` names the scratch run (its branch is ``assay/<scratch>``); by default
     ``<run>-pr/measuring``."""
-    from .. import api
-
     quiet = dataclasses.replace(target, hooks={})
     root = target.root
     scratch = scratch or f"{run}-pr/measuring"
@@ -120,7 +119,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
                          params=dict(cmp.candidate_params), hypothesis=cmp.hypothesis,
                          proposer="finalize")
         ws = Workspace(quiet, scratch)
-        exe = api.build_executor(quiet, ws)
+        exe = executor_for(quiet, ws)
         loop = Loop(quiet, journal, ws, exe, _One(cand),
                     on_event=lambda kind, msg, exp: report(own_words(cmp.label, kind, msg, exp))
                     if kind in ("keep", "discarded", "invalid", "crashed", "calibrated",

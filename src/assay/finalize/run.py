@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import api, fingerprint, process, verify
+from .. import fingerprint, process, verify
+from ..assemble import load, open_journal
 from ..config import Target
 from ..errors import CapReached, FinalizeError
 from ..journal import Journal
@@ -150,11 +151,11 @@ def finalize(root: str | Path = ".", *, groups_file: str | Path | None = None,
              config: str | None = None, report: Report = lambda m: None,
              reviewer: review.Reviewer | str | None = "config") -> Result:
     """Turn the run's kept commits into reviewed, separately measured branches."""
-    target = api.load(root, config)
+    target = load(root, config)
     lock = RunLock(target.state_dir / "run.lock")
     lock.acquire()
     try:
-        journal = api.open_journal(target)
+        journal = open_journal(target)
         try:
             return _finalize(target, journal, groups_file, set(waive), measure_groups,
                              report, reviewer)
