@@ -132,8 +132,7 @@ def test_pinned_gpu_reaches_the_benchmark(tmp_path: Path) -> None:
 
 
 def test_platform_executor_runs_each_block_on_its_own_platform(tmp_path: Path) -> None:
-    from assay.api import build_executor
-    from assay.executors.platforms import PlatformExecutor
+    from assay.executors.platforms import PlatformExecutor, build_executor
 
     repo = _repo(tmp_path, 'import os\nprint("METRIC t=" + os.environ["SPEED"])',
                  '[[platforms]]\nname = "x86"\nslots = 2\nenv = { SPEED = "1" }\n'

@@ -19,16 +19,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
 from . import contain, fingerprint, keys, process, spend
 from . import init as init_mod
 from . import verify as verify_mod
+from .assemble import build_proposer
+from .assemble import journal_path as journal_path
+from .assemble import load as load
+from .assemble import open_journal as open_journal
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .executors.platforms import build_executor
 from .export import experiment_dict, render
-from .journal import JOURNAL_NAME, Journal
+from .journal import Journal
 from .lock import RunLock
 from .loop import Event, Loop, Summary, progress
 from .model import Experiment, ExperimentState, patch_digest
@@ -37,43 +40,11 @@ from .process import scrubbed_env
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
-from .registry import PROPOSERS
 from .sessions import SessionOptions, holding_branch
 from .sessions import reset as reset_target
 from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
 from .workspace import Workspace
-
-
-def load(root: str | Path = ".", config: str | None = None, **overrides: Any) -> Target:
-    """Load the target; ``overrides`` replace [run] values (slots, budget, proposer ...)."""
-    try:
-        target = config_mod.load(root, config)
-    except (OSError, UnicodeDecodeError) as exc:  # a folder, unreadable, not UTF-8 ...
-        raise ConfigError(f"cannot read the config: {exc}", file=str(config or "assay.toml"),
-                          valid="a UTF-8 TOML file") from None
-    run_over = {k: v for k, v in overrides.items() if v is not None}
-    for key, low, high in (("slots", 1, 1024), ("budget", 0, config_mod.BUDGET_MAX)):
-        if key in run_over and (not isinstance(run_over[key], int)
-                                or not low <= run_over[key] <= high):
-            raise ConfigError(f"--{key} {run_over[key]!r} is out of range",
-                              file=str(target.config_path), key=f"run.{key}",
-                              valid=f"an integer from {low} to {high}")
-    if run_over:
-        if "slots" in run_over and target.run.gpus and len(target.run.gpus) != run_over["slots"]:
-            raise ConfigError(f"--slots {run_over['slots']} does not match the "
-                              f"{len(target.run.gpus)} GPU sets in [run] gpus",
-                              file=str(target.config_path), key="run.slots")
-        target = dataclasses.replace(target, run=dataclasses.replace(target.run, **run_over))
-    return target
-
-
-def journal_path(target: Target) -> Path:
-    return target.state_dir / JOURNAL_NAME
-
-
-def open_journal(target: Target, readonly: bool = False) -> Journal:
-    return Journal.open(journal_path(target), readonly=readonly)
 
 
 def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
@@ -97,16 +68,6 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
             out.append(f"{f.name} was already tried as {exp.id} ({exp.state.value}); skipped "
                        "(`assay run --retry` measures it again)")
     return out
-
-
-def build_proposer(target: Target, journal: Journal, name: str | None = None,
-                   retry: bool = False) -> Proposer:
-    make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
-                                "run.proposer")
-    prop: Proposer = make(target, journal)
-    if retry and isinstance(prop, QueueProposer):
-        prop.retry_tried()
-    return prop
 
 
 @contextlib.contextmanager

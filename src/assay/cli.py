@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import api, keys
+from .cli_exit import err, fail
 from .errors import AssayError
 from .faces.terminal import UNPAIRED, number, paired_words, pct, plural, print_spend, ratio_words
 from .model import Direction
@@ -22,7 +23,6 @@ app = typer.Typer(help="assay: measure every change, keep only what is real.",
                   rich_markup_mode=None,
                   no_args_is_help=True, add_completion=False)
 console = Console()
-err = Console(stderr=True, soft_wrap=True)  # an error (and the path in it) is never wrapped
 
 ROOT = typer.Option(Path("."), "--root", "-C", help="The repository (holding assay.toml).")
 CONFIG = typer.Option(None, "--config", help="Another config file than <root>/assay.toml.")
@@ -54,13 +54,6 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     keys.take()  # before any child starts: no process can read a key from /proc
 
 
-def _fail(exc: AssayError) -> None:
-    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(2)
-
-
-
-
 @app.command()
 def init(root: Path = ROOT, force: bool = typer.Option(False, "--force",
                                                         help="Overwrite an existing assay.toml."),
@@ -79,7 +72,7 @@ def init(root: Path = ROOT, force: bool = typer.Option(False, "--force",
         path = api.init(root, force=force, ask=ask, answers=answers,
                         show=lambda text: console.print(escape(text), highlight=False))
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     console.print(f"wrote [bold]{path}[/]; review it, then run [bold]assay run[/]")
 
 
@@ -117,7 +110,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
     try:
         target = api.load(root, config, slots=slots, proposer=proposer, budget=budget)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     jpath = api.journal_path(target)
     printer = RunPrinter(console, verbose=verbose, as_json=as_json, total=target.run.budget,
                          done_before=finished_in(jpath), journal_path=jpath)
@@ -128,7 +121,7 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
                           retry=retry, unconfined=unconfined, carry_on=carry_on)
     except AssayError as exc:
         printer.close()
-        _fail(exc)
+        fail(exc)
     finally:
         printer.close()
     printer.summary(summary, target.metric.name, target.metric.unit, target.metric.direction)
@@ -144,7 +137,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     try:
         st = api.status(root, config)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(dumps(st, indent=2))
         return
@@ -202,7 +195,7 @@ def verify(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
         v = api.verify(root, config, report=None if as_json else
                        lambda m: console.print(escape(m), highlight=False), per_keep=per_keep)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(dumps(v, indent=2))
         return
@@ -231,11 +224,11 @@ def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
     from .faces.terminal import print_log
 
     if (limit is not None and limit < 0) or offset < 0:
-        _fail(AssayError(f"--limit {limit} / --offset {offset}: both must be >= 0"))
+        fail(AssayError(f"--limit {limit} / --offset {offset}: both must be >= 0"))
     try:
         rows = api.log(root, config, limit=limit, offset=offset, newest_first=not oldest)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(dumps(rows, indent=2))
         return
@@ -249,7 +242,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     try:
         data = api.show(exp_id, root, config)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(dumps(data, indent=2))
         return
@@ -322,7 +315,7 @@ def reset(root: Path = ROOT, config: str | None = CONFIG,
     try:
         done = api.reset(root, config)
     except AssayError as exc:
-        _fail(exc)
+        fail(exc)
     for line in done or ["nothing to reset"]:
         console.print(escape(line), highlight=False)
 
@@ -393,7 +386,7 @@ def _register_optional() -> None:
     else:
         app.command("finalize")(finalize_command)
     try:
-        from .plan import plan_command
+        from .plan_command import plan_command
     except Exception as exc:
         _unloadable("plan", exc)
     else:

@@ -16,15 +16,18 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import typer
+from scipy.special import ndtri
 
 from . import spend
+from .assemble import journal_path, load, open_journal
 from .config import DecisionSpec
-from .errors import AssayError, ConfigError
+from .decision import DecisionContext
+from .errors import ConfigError
 from .model import Direction, Verdict
-
-# The simulation and the statistics (scipy) are imported where they are used: the CLI
-# registers `assay plan` at start-up, and every other verb would pay for them.
+from .simulate import Session
+from .stats import SequentialRule
+from .stats.bounds import efficacy_bounds
+from .stats.noise import resolvable
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,6 @@ class Plan:
 
 def _cell(noise: float, spec: DecisionSpec, effect: float, trials: int, slots: int,
           seed: int) -> Cell:
-    from .simulate import Session
-
     rng = random.Random(seed)
     theta = math.log1p(effect)
     keeps = 0
@@ -70,11 +71,6 @@ def _cell(noise: float, spec: DecisionSpec, effect: float, trials: int, slots: i
 def plan(run_noise: float, spec: DecisionSpec, trials: int = 200, power: float = 0.9,
          slots: int = 1, seed: int = 0) -> Plan:
     """Simulated operating characteristics of ``spec`` at ``run_noise`` (sd of one run)."""
-    from .decision import DecisionContext
-    from .stats import SequentialRule
-    from .stats.bounds import efficacy_bounds
-    from .stats.noise import resolvable
-
     if not (math.isfinite(run_noise) and run_noise > 0):
         raise ConfigError("the noise must be a positive number (e.g. --noise 3%)")
     delta = spec.delta
@@ -85,8 +81,6 @@ def plan(run_noise: float, spec: DecisionSpec, trials: int = 200, power: float =
     looks = rule.looks(DecisionContext(Direction.MAXIMIZE, spec, spec.delta))
     c = efficacy_bounds(looks, (1 - spec.confidence) / 2, rule.rho)[
         max(i for i, n in enumerate(looks) if n <= spec.max_pairs)]
-    from scipy.special import ndtri
-
     z = float(ndtri(power))
     eff_delta = max(delta, resolvable(pair, spec))
     guess = math.expm1(math.log1p(eff_delta) + (c + z) * pair / math.sqrt(spec.max_pairs))
@@ -163,59 +157,50 @@ def _fraction(text: str, name: str) -> float:
                           f"--{name} 0.03") from None
 
 
-def plan_command(
-        noise: str = typer.Option("", "--noise", help="Run-to-run noise (sd of one run), e.g. "
-                                  "3%; default: measured in the journal."),
-        delta: str = typer.Option("", "--delta", help="The band δ, e.g. 1%; default: the "
-                                  "config's."),
-        pairs: int = typer.Option(0, "--pairs", help="The pair budget (max_pairs); default: "
-                                  "the config's."),
-        power: float = typer.Option(0.9, "--power", help="Requested power for the smallest "
-                                    "effect (default 0.9)."),
-        trials: int = typer.Option(200, "--trials", help="Simulated decisions per row."),
-        root: Path = typer.Option(Path("."), "--root", "-C", help="The repository."),
-) -> None:
-    """Simulate the decision settings at a noise level: false keeps, keep rates, runs."""
-    from . import api
-    from .cli import _fail
+def for_repository(root: Path, noise: str = "", delta: str = "", pairs: int = 0,
+                   power: float = 0.9, trials: int = 200) -> list[str]:
+    """What ``assay plan`` prints for the repository at ``root``: the plan, then the spend
+    estimate. The settings are the config's (defaults without one), the noise the one
+    measured in its journal unless ``noise`` is given; ``delta`` and ``pairs`` replace the
+    config's. Raises :class:`ConfigError` on a bad value or when no noise is known."""
+    spec, slots, measured, spend_lines = _settings(root, read_noise=not noise)
+    if noise:
+        run_noise = _fraction(noise, "noise")
+    elif measured is not None:
+        run_noise = measured
+    else:
+        raise ConfigError("no noise measured in this journal yet: give --noise (e.g. "
+                          "--noise 3%) or run `assay run` first")
+    if delta:
+        spec = replace(spec, delta=_fraction(delta, "delta"))
+    if pairs:
+        spec = replace(spec, max_pairs=pairs)
+    if not 0.5 <= power < 1:
+        raise ConfigError("--power must be between 0.5 and 1 (e.g. 0.9)")
+    if trials < 10:
+        raise ConfigError("--trials must be at least 10")
+    return [render(plan(run_noise, spec, trials=trials, power=power, slots=slots)),
+            *spend_lines]
 
+
+def _settings(root: Path, read_noise: bool
+              ) -> tuple[DecisionSpec, int, float | None, list[str]]:
+    """The decision settings and slots of the config at ``root`` (defaults without one), the
+    run noise measured in its journal (when ``read_noise``) and its spend estimate."""
+    spec = DecisionSpec()
+    if not (root / "assay.toml").exists():
+        return spec, 1, None, []
+    target = load(root)
+    j = open_journal(target, readonly=True) if journal_path(target).exists() else None
     try:
-        spec = DecisionSpec()
-        slots = 1
-        measured: float | None = None
-        spend_lines: list[str] = []
-        if (root / "assay.toml").exists():
-            target = api.load(root)
-            spec, slots = target.decision, target.run.slots
-            j = (api.open_journal(target, readonly=True)
-                 if api.journal_path(target).exists() else None)
-            try:
-                cal = (j.get_meta("calibration") or {}) if j is not None else {}
-                spend_lines = spend.estimate(target, j)
-            finally:
-                if j is not None:
-                    j.close()
-            if not noise:
-                pooled = cal.get("pooled")
-                if isinstance(pooled, int | float) and math.isfinite(pooled):
-                    measured = float(pooled) / math.sqrt(2)
-        if noise:
-            run_noise = _fraction(noise, "noise")
-        elif measured is not None:
-            run_noise = measured
-        else:
-            raise ConfigError("no noise measured in this journal yet: give --noise (e.g. "
-                              "--noise 3%) or run `assay run` first")
-        if delta:
-            spec = replace(spec, delta=_fraction(delta, "delta"))
-        if pairs:
-            spec = replace(spec, max_pairs=pairs)
-        if not 0.5 <= power < 1:
-            raise ConfigError("--power must be between 0.5 and 1 (e.g. 0.9)")
-        if trials < 10:
-            raise ConfigError("--trials must be at least 10")
-        typer.echo(render(plan(run_noise, spec, trials=trials, power=power, slots=slots)))
-        for line in spend_lines:
-            typer.echo(line)
-    except AssayError as exc:
-        _fail(exc)
+        cal = (j.get_meta("calibration") or {}) if j is not None else {}
+        spend_lines = spend.estimate(target, j)
+    finally:
+        if j is not None:
+            j.close()
+    measured: float | None = None
+    if read_noise:
+        pooled = cal.get("pooled")
+        if isinstance(pooled, int | float) and math.isfinite(pooled):
+            measured = float(pooled) / math.sqrt(2)
+    return target.decision, target.run.slots, measured, spend_lines

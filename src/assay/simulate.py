@@ -25,9 +25,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import DecisionSpec
+from .config import DecisionSpec, parse
 from .decision import DecisionContext, DecisionRule
-from .model import BlockKind, Decision, Direction, NextBlock, Pair, Verdict
+from .executors.function import FunctionExecutor, values
+from .model import (
+    Block,
+    BlockKind,
+    BlockResult,
+    Candidate,
+    Decision,
+    Direction,
+    NextBlock,
+    Pair,
+    Slot,
+    Verdict,
+)
 from .stats import calibrate, make_rule
 from .stats.noise import (
     CALIBRATION_PAIRS,
@@ -38,6 +50,7 @@ from .stats.noise import (
     side_samples,
     track,
 )
+from .testing import ROOT_COMMIT, memory_loop
 
 RunFn = Callable[[str, int], float]
 MAX_BLOCKS = 400
@@ -210,11 +223,6 @@ def decide(run: RunFn, spec: Mapping[str, object], slots: int = 1,
     incumbent (both sides of an A/A block), ``"B"`` for the candidate, ``slot`` from 0.
     ``on_block()`` is called at the start of every block. The effect and interval are
     relative improvements (``B/A − 1`` to maximize, ``A/B − 1`` to minimize)."""
-    from .config import parse
-    from .executors.function import FunctionExecutor, values
-    from .model import Block, BlockResult, Candidate, Slot
-    from .testing import ROOT_COMMIT, memory_loop
-
     lines = [f"{k} = {_toml(v)}" for k, v in spec.items()]
     text = (f'[metric]\nname = "value"\ndirection = {json.dumps(direction)}\n'
             '[commands]\nbench = "true"\n[scope]\neditable = ["candidate.py"]\n'

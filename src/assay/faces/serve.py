@@ -23,7 +23,7 @@ import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from .. import spend
@@ -167,107 +167,117 @@ class Pages:
                            inline=False, live=True)
 
 
-def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "assay"
-        protocol_version = "HTTP/1.1"
+class PagesHandler(BaseHTTPRequestHandler):
+    """Serves :attr:`pages`, a class attribute :func:`make_handler` sets."""
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet
+    pages: ClassVar[Pages]
+    server_version = "assay"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _send(self, status: int, body: bytes, ctype: str, cache: str = "no-store") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", cache)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, value: Any, status: int = 200) -> None:
+        self._send(status, dumps(value).encode(), "application/json")
+
+    def _html(self, text: str, status: int = 200) -> None:
+        self._send(status, text.encode(), "text/html; charset=utf-8")
+
+    def _not_found(self, what: str, as_json: bool) -> None:
+        if as_json:
+            self._json({"error": f"not found: {what}"}, 404)
+        else:
+            self._html(f"<!doctype html><title>not found</title><p>not found: "
+                       f"{_escape(what)}</p><p><a href=\"/\">all experiments</a></p>", 404)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        route = url.path
+        try:
+            self._route(route, parse_qs(url.query))
+        except (BrokenPipeError, ConnectionResetError):
             return
+        except AssayError as exc:
+            self._json({"error": str(exc)}, 500)
+        except Exception as exc:  # a page bug must not kill the server
+            self._json({"error": f"{type(exc).__name__}: {exc}"}, 500)
 
-        def _send(self, status: int, body: bytes, ctype: str, cache: str = "no-store") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", cache)
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def _json(self, value: Any, status: int = 200) -> None:
-            self._send(status, dumps(value).encode(), "application/json")
-
-        def _html(self, text: str, status: int = 200) -> None:
-            self._send(status, text.encode(), "text/html; charset=utf-8")
-
-        def _not_found(self, what: str, as_json: bool) -> None:
-            if as_json:
-                self._json({"error": f"not found: {what}"}, 404)
-            else:
-                self._html(f"<!doctype html><title>not found</title><p>not found: "
-                           f"{_escape(what)}</p><p><a href=\"/\">all experiments</a></p>", 404)
-
-        def do_HEAD(self) -> None:
-            self.do_GET()
-
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            route = url.path
+    def _route(self, route: str, query: dict[str, list[str]]) -> None:
+        pages = self.pages
+        if route in ("/", "/index.html"):
+            self._html(pages.overview_html())
+        elif route in ("/api/status.json", "/index.json", "/status.json"):
+            version = query.get("since", [""])[0]
+            self._json(pages.status_since(version) if version else pages.status())
+        elif route == "/api/experiments.json":
+            self._experiments(query)
+        elif route == "/api/events.json":
             try:
-                self._route(route, parse_qs(url.query))
-            except (BrokenPipeError, ConnectionResetError):
-                return
-            except AssayError as exc:
-                self._json({"error": str(exc)}, 500)
-            except Exception as exc:  # a page bug must not kill the server
-                self._json({"error": f"{type(exc).__name__}: {exc}"}, 500)
-
-        def _route(self, route: str, query: dict[str, list[str]]) -> None:
-            if route in ("/", "/index.html"):
-                self._html(pages.overview_html())
-                return
-            if route in ("/api/status.json", "/index.json", "/status.json"):
-                version = query.get("since", [""])[0]
-                self._json(pages.status_since(version) if version else pages.status())
-                return
-            if route == "/api/experiments.json":
-                rows = pages.status()["experiments"]
-                if "limit" in query or "offset" in query:  # a page, newest first
-                    limit, offset = _count(query, "limit", 100), _count(query, "offset", 0)
-                    if limit is None or offset is None:
-                        self._json({"error": "limit and offset must be whole numbers >= 0, "
-                                             "e.g. /api/experiments.json?limit=100&offset=0"},
-                                   400)
-                        return
-                    end = len(rows) - offset
-                    rows = rows[max(0, end - limit):max(0, end)][::-1]
-                self._json(rows)
-                return
-            if route == "/api/events.json":
-                try:
-                    since = int(query.get("since", ["0"])[0])
-                except ValueError:
-                    since = 0
-                self._json(pages.events(since))
-                return
-            if route == "/favicon.ico":
-                self._send(204, b"", "image/x-icon", cache="max-age=86400")
-                return
-            if route == "/report.html":
-                self._html(report.build(pages.target))
-                return
-            if route.startswith("/static/"):
-                name = route[len("/static/"):]
-                if name not in _STATIC:
-                    self._not_found(route, False)
-                    return
-                text = page.plotly_js() if name == "plotly.min.js" else page.asset(name)
-                self._send(200, text.encode(), _STATIC[name], cache="max-age=3600")
-                return
-            m = _EXP.match(route)
-            if m:
-                as_json = bool(m.group("json"))
-                data = pages.experiment(m.group("id"))
-                if data is None:
-                    self._not_found(f"experiment {m.group('id')}", as_json)
-                elif as_json:
-                    self._json(data)
-                else:
-                    self._html(pages.experiment_html(data))
-                return
+                since = int(query.get("since", ["0"])[0])
+            except ValueError:
+                since = 0
+            self._json(pages.events(since))
+        elif route == "/favicon.ico":
+            self._send(204, b"", "image/x-icon", cache="max-age=86400")
+        elif route == "/report.html":
+            self._html(report.build(pages.target))
+        elif route.startswith("/static/"):
+            self._static(route)
+        elif m := _EXP.match(route):
+            self._experiment(m.group("id"), bool(m.group("json")))
+        else:
             self._not_found(route, route.endswith(".json"))
 
+    def _experiments(self, query: dict[str, list[str]]) -> None:
+        """Every experiment's row, or a page of them, newest first."""
+        rows = self.pages.status()["experiments"]
+        if "limit" in query or "offset" in query:  # a page, newest first
+            limit, offset = _count(query, "limit", 100), _count(query, "offset", 0)
+            if limit is None or offset is None:
+                self._json({"error": "limit and offset must be whole numbers >= 0, "
+                                     "e.g. /api/experiments.json?limit=100&offset=0"}, 400)
+                return
+            end = len(rows) - offset
+            rows = rows[max(0, end - limit):max(0, end)][::-1]
+        self._json(rows)
+
+    def _static(self, route: str) -> None:
+        name = route[len("/static/"):]
+        if name not in _STATIC:
+            self._not_found(route, False)
+            return
+        text = page.plotly_js() if name == "plotly.min.js" else page.asset(name)
+        self._send(200, text.encode(), _STATIC[name], cache="max-age=3600")
+
+    def _experiment(self, exp_id: str, as_json: bool) -> None:
+        data = self.pages.experiment(exp_id)
+        if data is None:
+            self._not_found(f"experiment {exp_id}", as_json)
+        elif as_json:
+            self._json(data)
+        else:
+            self._html(self.pages.experiment_html(data))
+
+
+def make_handler(pages: Pages) -> type[BaseHTTPRequestHandler]:
+    """A request handler class serving ``pages``."""
+    class Handler(PagesHandler):
+        pass
+
+    Handler.pages = pages
     return Handler
 
 

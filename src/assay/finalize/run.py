@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import api, fingerprint, process, verify
+from .. import fingerprint, process, verify
+from ..assemble import load, open_journal
 from ..config import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
 from ..git import git
@@ -150,11 +151,11 @@ def finalize(root: str | Path = ".", *, groups_file: str | Path | None = None,
              config: str | None = None, report: Report = lambda m: None,
              reviewer: review.Reviewer | str | None = "config") -> Result:
     """Turn the run's kept commits into reviewed, separately measured branches."""
-    target = api.load(root, config)
+    target = load(root, config)
     lock = RunLock(target.state_dir / "run.lock")
     lock.acquire()
     try:
-        journal = api.open_journal(target)
+        journal = open_journal(target)
         try:
             return _finalize(target, journal, groups_file, set(waive), measure_groups,
                              report, reviewer)
@@ -175,11 +176,7 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
         raise FinalizeError(f"no branch {ws.branch} in {root}; `assay run` makes it, then "
                             "`assay finalize` turns its kept commits into branches")
     base = branches.merge_base(root, "HEAD", final)
-    checked = verify.current(journal)
-    doubt = verify.unreproduced(checked.as_dict() if checked else None,
-                               journal.experiments([ExperimentState.KEPT], patches=False))
-    if doubt:
-        report(f"warning: {doubt}")
+    doubt = _doubt(journal, report)
     changes = kept_changes(root, journal, base, final)
     if not changes:
         raise FinalizeError(f"{ws.branch} has no commit on top of its merge-base "
@@ -211,40 +208,11 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
         folder = target.state_dir / "finalize" / run
         fp = fingerprint.take(final, target.config_path)
         fingerprint.record(journal, f"finalize-{int(time.time())}", fp)
-        hyps = {h.id: h for h in journal.hypotheses()}
-        checks_note = _checks_note(target, outcomes)
-        for o in outcomes:
-            body = pr.text(o, target, run, base, fp, hyps, checks_note[o.group.slug], doubt)
-            path = folder / o.group.slug / "PR.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(body)
-            if o.finalized:
-                o.commit = branches.commit_tree(root, o.tree, base, body)
-                refs.set(o.branch, o.commit)
-            else:
-                refs.delete(o.branch)
-        previous = journal.get_meta(f"finalize:{run}") or {}
-        current = {o.branch for o in outcomes}
-        for g in previous.get("groups", []):
-            if g.get("branch") and g["branch"] not in current:
-                refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
-                report(f"removed {g['branch']}, made by an earlier finalize")
-        slugs = {o.group.slug for o in outcomes}
-        for old in folder.glob("*/PR.md"):
-            if old.parent.name not in slugs:
-                old.unlink()  # the text of a group an earlier finalize made
-                if not any(old.parent.iterdir()):
-                    old.parent.rmdir()
+        _write_texts(target, journal, run, base, outcomes, refs, fp, doubt)
+        _drop_earlier(journal, run, outcomes, refs, folder, report)
         changes_text = pr.changes_md(outcomes, target, run, base, notes, fp, doubt)
         (folder / "CHANGES.md").write_text(changes_text)
-        journal.set_meta(f"finalize:{run}", {
-            "base": base, "final": final, "at": time.time(), "notes": notes,
-            "groups": [{"slug": o.group.slug, "branch": o.branch if o.finalized else None,
-                        "experiments": list(o.group.labels), "files": list(o.group.files),
-                        "reason": o.group.reason, "status": o.status,
-                        "alone": o.alone.as_dict() if o.alone else None,
-                        "without": o.without.as_dict() if o.without else None}
-                       for o in outcomes]})
+        _record(journal, run, base, final, notes, outcomes)
         journal.event("finalize", f"finalized {sum(o.finalized for o in outcomes)} of "
                                   f"{len(outcomes)} group(s) of {ws.branch}")
         return Result(run, base, final, outcomes, notes, folder, changes_text)
@@ -253,6 +221,67 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
         if undone:
             report(f"rolled back: {', '.join(undone)}")
         raise
+
+
+def _doubt(journal: Journal, report: Report) -> str:
+    """Why the kept changes may not reproduce ('' when the last verification found none),
+    reported as a warning."""
+    checked = verify.current(journal)
+    doubt = verify.unreproduced(checked.as_dict() if checked else None,
+                               journal.experiments([ExperimentState.KEPT], patches=False))
+    if doubt:
+        report(f"warning: {doubt}")
+    return doubt
+
+
+def _write_texts(target: Target, journal: Journal, run: str, base: str,
+                 outcomes: Sequence[pr.Outcome], refs: branches.Refs,
+                 fp: fingerprint.Fingerprint, doubt: str) -> None:
+    """Each group's pull-request text, written to its PR.md and, for a finalized group, as
+    the message of its branch's one commit (a blocked group's branch is deleted)."""
+    folder = target.state_dir / "finalize" / run
+    hyps = {h.id: h for h in journal.hypotheses()}
+    checks_note = _checks_note(target, outcomes)
+    for o in outcomes:
+        body = pr.text(o, target, run, base, fp, hyps, checks_note[o.group.slug], doubt)
+        path = folder / o.group.slug / "PR.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+        if o.finalized:
+            o.commit = branches.commit_tree(target.root, o.tree, base, body)
+            refs.set(o.branch, o.commit)
+        else:
+            refs.delete(o.branch)
+
+
+def _drop_earlier(journal: Journal, run: str, outcomes: Sequence[pr.Outcome],
+                  refs: branches.Refs, folder: Path, report: Report) -> None:
+    """The branches and texts of groups an earlier finalize made and this one no longer has."""
+    previous = journal.get_meta(f"finalize:{run}") or {}
+    current = {o.branch for o in outcomes}
+    for g in previous.get("groups", []):
+        if g.get("branch") and g["branch"] not in current:
+            refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
+            report(f"removed {g['branch']}, made by an earlier finalize")
+    slugs = {o.group.slug for o in outcomes}
+    for old in folder.glob("*/PR.md"):
+        if old.parent.name not in slugs:
+            old.unlink()  # the text of a group an earlier finalize made
+            if not any(old.parent.iterdir()):
+                old.parent.rmdir()
+
+
+def _record(journal: Journal, run: str, base: str, final: str, notes: Sequence[str],
+            outcomes: Sequence[pr.Outcome]) -> None:
+    """What this finalize made, in the journal (the next one removes what it drops)."""
+    journal.set_meta(f"finalize:{run}", {
+        "base": base, "final": final, "at": time.time(), "notes": notes,
+        "groups": [{"slug": o.group.slug, "branch": o.branch if o.finalized else None,
+                    "experiments": list(o.group.labels), "files": list(o.group.files),
+                    "reason": o.group.reason, "status": o.status,
+                    "alone": o.alone.as_dict() if o.alone else None,
+                    "without": o.without.as_dict() if o.without else None}
+                   for o in outcomes]})
 
 
 def _branches(target: Target, run: str, base: str, final: str, groups: Sequence[Group],
