@@ -11,7 +11,8 @@ from typing import TypeVar
 import pytest
 
 from assay.errors import JournalError
-from assay.journal import MIGRATIONS, Journal, peek_count
+from assay.journal import Journal, peek_count
+from assay.journal_schema import MIGRATIONS
 from assay.model import (
     BlockKind,
     BlockResult,
