@@ -190,13 +190,13 @@ def plan_command(
             j = (api.open_journal(target, readonly=True)
                  if api.journal_path(target).exists() else None)
             try:
-                cal = (j.get_meta("calibration") or {}) if j is not None else {}
+                cal = j.calibration() if j is not None else None
                 spend_lines = spend.estimate(target, j)
             finally:
                 if j is not None:
                     j.close()
             if not noise:
-                pooled = cal.get("pooled")
+                pooled = cal.pooled if cal is not None else None
                 if isinstance(pooled, int | float) and math.isfinite(pooled):
                     measured = float(pooled) / math.sqrt(2)
         if noise:

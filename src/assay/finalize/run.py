@@ -32,6 +32,7 @@ from .. import api, fingerprint, process, verify
 from ..config import Target
 from ..errors import CapReached, FinalizeError
 from ..journal import Journal
+from ..journal_records import FinalizedGroup, FinalizeRecord
 from ..lock import RunLock
 from ..meter import Meter, caps_of
 from ..model import ExperimentState
@@ -168,7 +169,7 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
               waive: set[str], measure_groups: bool, report: Report,
               reviewer_arg: review.Reviewer | str | None) -> Result:
     root = target.root
-    run = journal.get_meta("run_name") or target.run.name or "main"
+    run = journal.run_name() or target.run.name or "main"
     ws = Workspace(target, run)
     final = branches.rev(root, f"refs/heads/{ws.branch}")
     if final is None:
@@ -223,12 +224,12 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
                 refs.set(o.branch, o.commit)
             else:
                 refs.delete(o.branch)
-        previous = journal.get_meta(f"finalize:{run}") or {}
+        previous = journal.finalized(run)
         current = {o.branch for o in outcomes}
-        for g in previous.get("groups", []):
-            if g.get("branch") and g["branch"] not in current:
-                refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
-                report(f"removed {g['branch']}, made by an earlier finalize")
+        for g in previous.groups if previous else []:
+            if g.branch and g.branch not in current:
+                refs.delete(g.branch)  # a branch of an earlier finalize, now regrouped
+                report(f"removed {g.branch}, made by an earlier finalize")
         slugs = {o.group.slug for o in outcomes}
         for old in folder.glob("*/PR.md"):
             if old.parent.name not in slugs:
@@ -237,14 +238,14 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
                     old.parent.rmdir()
         changes_text = pr.changes_md(outcomes, target, run, base, notes, fp, doubt)
         (folder / "CHANGES.md").write_text(changes_text)
-        journal.set_meta(f"finalize:{run}", {
-            "base": base, "final": final, "at": time.time(), "notes": notes,
-            "groups": [{"slug": o.group.slug, "branch": o.branch if o.finalized else None,
-                        "experiments": list(o.group.labels), "files": list(o.group.files),
-                        "reason": o.group.reason, "status": o.status,
-                        "alone": o.alone.as_dict() if o.alone else None,
-                        "without": o.without.as_dict() if o.without else None}
-                       for o in outcomes]})
+        journal.set_finalized(run, FinalizeRecord(
+            base=base, final=final, at=time.time(), notes=notes,
+            groups=[FinalizedGroup(slug=o.group.slug, branch=o.branch if o.finalized else None,
+                                   experiments=list(o.group.labels), files=list(o.group.files),
+                                   reason=o.group.reason, status=o.status,
+                                   alone=o.alone.as_dict() if o.alone else None,
+                                   without=o.without.as_dict() if o.without else None)
+                    for o in outcomes]))
         journal.event("finalize", f"finalized {sum(o.finalized for o in outcomes)} of "
                                   f"{len(outcomes)} group(s) of {ws.branch}")
         return Result(run, base, final, outcomes, notes, folder, changes_text)
@@ -282,7 +283,7 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
              outcomes: Sequence[pr.Outcome], defaults: dict[str, Any], report: Report) -> None:
     root = target.root
     folder = target.state_dir / "finalize" / run / "measure"
-    cal = journal.get_meta("calibration")
+    cal = journal.calibration()
     inc = journal.incumbent()
     final_params = measure.env_params(target, inc.params if inc else {})
     for o in outcomes:
@@ -317,9 +318,9 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
 def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.Outcome],
             checker: _Checker, reviewer: review.Reviewer | None, waive: set[str],
             report: Report) -> None:
-    stored = set(journal.get_meta("finalize:waived", []) or [])
+    stored = journal.waived()
     if waive - stored:
-        journal.set_meta("finalize:waived", sorted(stored | waive))
+        journal.set_waived(stored | waive)
         for fid in sorted(waive - stored):
             journal.event("waive", f"finding {fid} waived (assay finalize --waive)")
     waived = stored | waive

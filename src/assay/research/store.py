@@ -8,15 +8,13 @@ hypothesis (text, sources, score) in place, so its id stays and nothing is store
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..config import Target
 from ..model import Experiment, ExperimentState, Hypothesis
 from .brief import ResearchHypothesis
-
-KEYS_META = "research.keys"
 
 
 class ResearchJournal(Protocol):
@@ -38,9 +36,13 @@ class ResearchJournal(Protocol):
     def event(self, kind: str, message: str, experiment_id: str | None = None,
               **data: Any) -> None: ...
 
-    def get_meta(self, key: str, default: Any = None) -> Any: ...
+    def research_wave(self) -> int: ...
 
-    def set_meta(self, key: str, value: Any) -> None: ...
+    def set_research_wave(self, decided: int) -> None: ...
+
+    def research_keys(self) -> dict[str, int]: ...
+
+    def set_research_keys(self, keys: Mapping[str, int]) -> None: ...
 
 
 def brief_path(target: Target) -> Path:
@@ -68,7 +70,7 @@ def write_brief(target: Target, text: str) -> Path:
 
 def store_hypotheses(journal: ResearchJournal, hyps: Sequence[ResearchHypothesis]) -> None:
     """Give each hypothesis its journal id: the stored one with its key, else a new one."""
-    keys: dict[str, int] = dict(journal.get_meta(KEYS_META, {}) or {})
+    keys = journal.research_keys()
     stored = {h.id: h for h in journal.hypotheses()}
     by_sources = {(h.source_kind, tuple(h.sources)): h.id for h in stored.values()}
     for h in hyps:
@@ -84,4 +86,4 @@ def store_hypotheses(journal: ResearchJournal, hyps: Sequence[ResearchHypothesis
         h.id = hid
         if h.key:
             keys[h.key] = hid
-    journal.set_meta(KEYS_META, keys)
+    journal.set_research_keys(keys)

@@ -25,7 +25,6 @@ from ..model import Experiment, ExperimentState, Verdict
 if TYPE_CHECKING:
     from .store import ResearchJournal
 
-WAVE_META = "research.wave"
 WAVE_SHARE = 50  # a large journal re-ranks after each fiftieth more decided experiments
 MIN_SAME = 2  # changes of one kind within noise on one hot spot that make a lesson
 
@@ -177,10 +176,10 @@ def after_wave(target: Target, journal: ResearchJournal) -> bool:
     counts = journal.state_counts()  # one indexed count
     decided = (counts.get(ExperimentState.KEPT.value, 0)
                + counts.get(ExperimentState.DISCARDED.value, 0))
-    before = int(journal.get_meta(WAVE_META, 0))
+    before = journal.research_wave()
     if decided - before < max(1, before // WAVE_SHARE):
         return False
-    journal.set_meta(WAVE_META, decided)
+    journal.set_research_wave(decided)
     brief = read_brief(target)
     if not brief:
         return False
