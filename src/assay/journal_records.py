@@ -2,14 +2,14 @@
 
 Each is stored as JSON under a key of the ``meta`` table (:mod:`assay.journal_meta`); the
 JSON is the one older journals hold, so they read as before. ``as_dict`` gives that JSON,
-``from_dict`` reads it (keys it does not know are left out, keys it lacks take defaults).
+``from_dict`` reads it (keys it does not know are left out; keys it lacks take their
+defaults, where the record has them).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # The CPU flags worth a glance when two machines disagree (all flags are stored).
@@ -211,6 +211,8 @@ class FinalizeRecord:
 
 @dataclass(frozen=True)
 class Fingerprint:
+    """The machine and software a session measured on (:mod:`assay.fingerprint` takes it)."""
+
     cpu: str = ""
     cpu_flags: tuple[str, ...] = ()
     cores: int = 0
@@ -228,14 +230,14 @@ class Fingerprint:
     taken_at: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = asdict(self)
         out["cpu_flags"] = list(self.cpu_flags)
         out["gpus"] = list(self.gpus)
         return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Fingerprint:
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in fields(cls)}
         data = {k: v for k, v in raw.items() if k in known}
         data["cpu_flags"] = tuple(data.get("cpu_flags", ()))
         data["gpus"] = tuple(data.get("gpus", ()))
