@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.journal import Journal
+from assay.journal_records import CalibrationRecord
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -137,10 +138,10 @@ def build(root: Path, n: int, seed: int = 0) -> None:
     logs = root / ".assay" / "logs"
     inc = Incumbent(base, {"X": 1})
     journal.set_incumbent(inc)
-    journal.set_meta("run_name", "main")
-    journal.set_meta("base_commit", base)
-    journal.set_meta("calibration", {"noise": {"s0": 0.01, "s1": 0.012}, "pooled": 0.011,
-                                     "delta": 0.01, "quarantined": {}, "message": "volume"})
+    journal.set_run_name("main")
+    journal.set_base_commit(base)
+    journal.set_calibration(CalibrationRecord(noise={"s0": 0.01, "s1": 0.012}, pooled=0.011,
+                                              delta=0.01, message="volume"))
     for s in ("s0", "s1"):
         journal.set_slot(s, "localhost", [], 0.011)
     value = 1000.0

@@ -11,7 +11,8 @@ from typing import TypeVar
 import pytest
 
 from assay.errors import JournalError
-from assay.journal import MIGRATIONS, Journal, peek_count
+from assay.journal import Journal, peek_count
+from assay.journal_schema import MIGRATIONS
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -424,3 +425,34 @@ def test_reads_and_sealed_writes_from_two_threads_never_wait_for_each_other(
     finally:
         if not t.is_alive():
             j.close()
+
+
+def test_meta_records_written_by_an_older_assay_read_typed(tmp_path: Path) -> None:
+    """The meta records keep the JSON older journals hold: written raw, they read typed,
+    and written typed, they read back raw as before."""
+    j = _journal(tmp_path)
+    cal = {"noise": {"s0": 0.01}, "pooled": 0.01, "delta": 0.02, "quarantined": {},
+           "message": "calibrated"}  # an older calibration: no samples, baseline, regime
+    j.set_meta("calibration", cal)
+    j.set_meta("sessions", [{"n": 1, "name": "main", "started": 1.0, "user_head": "abc",
+                             "incumbent": "abc", "experiments_before": 0}, "junk"])
+    j.set_meta("stop_rule", {"kind": "cap", "reason": "spent"})
+    j.set_meta("delta_steps", [{"block": "cal", "slot": "", "old": 0.01, "new": 0.02,
+                                "why": "noisy"}])
+    j.set_meta("noise_recent", [["s0", 0.5]])
+    record = j.calibration()
+    assert record is not None and record.noise == {"s0": 0.01} and record.delta == 0.02
+    assert record.baseline is None and record.samples == {}
+    assert [(s.n, s.name, s.ended) for s in j.sessions()] == [(1, "main", None)]
+    stop = j.stop_rule()
+    assert stop is not None and (stop.kind, stop.reason, stop.session) == ("cap", "spent", "")
+    assert [(d.block, d.old, d.new) for d in j.delta_steps()] == [("cal", 0.01, 0.02)]
+    assert j.noise_recent() == [("s0", 0.5)]
+    assert j.run_name() is None and j.base_commit() is None and j.verification() is None
+    j.set_calibration(record)
+    assert {k: v for k, v in j.get_meta("calibration").items() if k in cal} == cal
+    j.set_noise_recent(j.noise_recent())
+    assert j.get_meta("noise_recent") == [["s0", 0.5]]
+    j.set_stop_rule(None)
+    assert j.stop_rule() is None
+    j.close()

@@ -14,13 +14,14 @@ from assay.config import Target, parse
 from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
+from assay.journal_meta import STOP_KEY
 from assay.loop import Summary
 from assay.meter import prompt_tokens
 from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.llm import SYSTEM_PROMPT
 from assay.sessions import SessionOptions
-from assay.stops import STOP_KEY, discard_streak
+from assay.stops import discard_streak
 from assay.testing import ROOT_COMMIT, memory_loop
 from assay.usage import Usage
 

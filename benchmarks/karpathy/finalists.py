@@ -58,7 +58,7 @@ def pick(session: Path, top: int = 2) -> tuple[list[Finalist], list[str]]:
     target = api.load(session)
     journal = api.open_journal(target, readonly=True)
     try:
-        base = journal.get_meta("base_commit")
+        base = journal.base_commit()
     finally:
         journal.close()
     if not base:

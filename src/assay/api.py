@@ -42,7 +42,6 @@ from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
 from .sessions import SessionOptions, holding_branch
 from .sessions import reset as reset_target
-from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
 from .workspace import Workspace
 
@@ -98,7 +97,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         raise
     exe: Executor | None = None
     try:
-        stored = journal.get_meta("run_name")
+        stored = journal.run_name()
         ws = Workspace(target, name or stored or target.run.name or "main")
         prop = proposer or build_proposer(target, journal, retry=retry)
         confinement = contain.gate(prop.name, unconfined)
@@ -107,7 +106,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
                                       unconfined=confinement.unconfined, carry_on=carry_on)
         if confinement.unconfined:
-            journal.set_meta(contain.UNCONFINED, True)
+            journal.set_unconfined()
             loop.emit("warn", confinement.warning)
         for line in already_tried(prop, journal, retry):
             loop.emit("skip", line)
@@ -256,10 +255,10 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     try:
         # Only what the summary needs (counts in SQL, the first decided and the kept ones),
         # so the cost does not grow with the journal.
-        cal = journal.get_meta("calibration")
+        cal = journal.calibration()
         first = journal.first_decided()
         kept = journal.experiments([ExperimentState.KEPT], patches=False)
-        p = progress([*([first] if first else []), *kept], (cal or {}).get("baseline"))
+        p = progress([*([first] if first else []), *kept], cal.baseline if cal else None)
         counts = journal.state_counts()
         inc = journal.incumbent()
         return {
@@ -269,18 +268,18 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                                                     "experiment": inc.experiment_id},
             "baseline": p.baseline, "best": p.best,
             "branch": holding_branch(target.root, inc.commit,
-                                     f"assay/{journal.get_meta('run_name', 'main')}")
-            if inc is not None else f"assay/{journal.get_meta('run_name', 'main')}",
-            "sessions": len(sessions_of(journal)),
+                                     f"assay/{journal.run_name() or 'main'}")
+            if inc is not None else f"assay/{journal.run_name() or 'main'}",
+            "sessions": len(journal.sessions()),
             # a session ran the trees' commands without a sandbox (--unconfined, or none)
-            "unconfined": bool(journal.get_meta(contain.UNCONFINED)),
-            "calibration": cal, "slots": [
+            "unconfined": journal.unconfined(),
+            "calibration": None if cal is None else cal.as_dict(), "slots": [
                 dataclasses.asdict(s) | _speed(journal, target, s.name, inc)
                 for s in journal.slots()],
             "kept": [experiment_dict(journal, e) for e in p.kept],
             "verification": _verification(journal, kept),
             "unreproduced": _unreproduced(journal, kept),
-            "per_keep": journal.get_meta("per_keep") or [],
+            "per_keep": [c.as_dict() for c in journal.keep_checks()],
             "spend": spend.of_journal(journal, target),
             # measured, not decided (a provisional keep waiting for its confirmation, say)
             "open": [experiment_dict(journal, e) for e in journal.experiments(
@@ -295,7 +294,7 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
     """The paired baseline-vs-best measurement, whether it is of the present incumbent, and
     the kept effects (``kept``: the kept experiments, in order) compounded (also when
     nothing is verified yet)."""
-    v = verify_mod.stored(journal)
+    v = journal.verification()
     effects = verify_mod.kept_effects(kept)
     comp = verify_mod.compounded(effects)
     if v is None and comp is None:

@@ -11,6 +11,7 @@ blocks to queue and where, what the journal keeps (``calibration``, ``noise_samp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from .config import Target
 from .executors.base import Executor
 from .journal import Journal
+from .journal_records import CalibrationRecord, DeltaStep
 from .model import (
     BlockKind,
     BlockResult,
@@ -52,7 +54,7 @@ class Calibration:
 
     def resume(self) -> None:
         """A journal that holds a calibration needs none again."""
-        self.done = self.journal.get_meta("calibration") is not None
+        self.done = self.journal.calibration() is not None
 
     def update(self, result: BlockResult) -> None:
         """The one place a finished block updates what the loop knows about noise.
@@ -62,7 +64,7 @@ class Calibration:
         estimate (:meth:`_track`).
         """
         if result.experiment_id == CAL:
-            if self.journal.get_meta("calibration") is not None:
+            if self.journal.calibration() is not None:
                 self._fresh_block(result)  # a slot that appeared after calibration
             else:
                 self._finish(result)
@@ -77,13 +79,12 @@ class Calibration:
         if names == self._slot_names:
             return
         self._slot_names = names
-        cal = self.journal.get_meta("calibration")
+        cal = self.journal.calibration()
         if cal is None or self.target.decision.aa_blocks <= 0:
             return
         from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
 
-        known = {*cal.get("noise", {}), *cal.get("quarantined", {}),
-                 *(self.journal.get_meta("noise_samples") or {})}
+        known = {*cal.noise, *cal.quarantined, *self.journal.noise_samples()}
         pending = {b.prefer_slot for b in self.journal.blocks(
             CAL, states=(BlockState.QUEUED, BlockState.RUNNING))}
         pairs = self.target.decision.pairs_per_block
@@ -128,16 +129,16 @@ class Calibration:
                 CAL, states=(BlockState.QUEUED, BlockState.RUNNING))):
             return
         self.fresh.discard(slot)
-        cal = self.journal.get_meta("calibration") or {}
-        if slot in cal.get("quarantined", {}):
+        cal = self.journal.calibration() or CalibrationRecord()
+        if slot in cal.quarantined:
             return  # _track said so
-        noise = cal.get("noise", {}).get(slot)
+        noise = cal.noise.get(slot)
         for s in self.executor.slots:
             if s.name == slot:
                 self.journal.set_slot(s.name, s.host, s.gpus, noise, False, "")
         said = "-" if noise is None else f"{float(noise):.2%}"
         self.emit("calibrated", f"slot {slot} calibrated: noise {said}; it measures from now on "
-                                f"({cal.get('message', '')})")
+                                f"({cal.message})")
 
     def _track(self, result: BlockResult) -> None:
         """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
@@ -151,38 +152,36 @@ class Calibration:
             track,
         )
 
-        cal = self.journal.get_meta("calibration")
+        cal = self.journal.calibration()
         if cal is None or not result.slot:
             return
         new = block_samples(result.runs, self.target.metric.name)
-        samples: dict[str, list[float]] = {
-            s: list(v) for s, v in (self.journal.get_meta("noise_samples") or {}).items()}
-        recent = [(str(s), float(v)) for s, v in self.journal.get_meta("noise_recent") or []]
+        samples = self.journal.noise_samples()
+        recent = self.journal.noise_recent()
         spec = self.target.decision
-        before = track(samples, spec, cal.get("quarantined", {}), recent)
+        before = track(samples, spec, cal.quarantined, recent)
         if new:
             samples[result.slot] = (samples.get(result.slot, []) + new)[-WINDOW:]
             recent = (recent + [(result.slot, v) for v in new])[-4 * WINDOW:]
-        after = track(samples, spec, cal.get("quarantined", {}), recent)
+        after = track(samples, spec, cal.quarantined, recent)
         slot_noise = block_scale(after.noise.get(result.slot,
                                              after.raw.get(result.slot, math.nan)), new)
         step = None
         if delta_moved(before.delta, after.delta):
-            step = {"block": result.block_id, "slot": result.slot, "old": before.delta,
-                    "new": after.delta, "why": delta_reason(before.delta, after, spec)}
+            step = DeltaStep(block=result.block_id, slot=result.slot, old=before.delta,
+                             new=after.delta, why=delta_reason(before.delta, after, spec))
         with self.journal.tx():
-            self.journal.set_meta("noise_samples", samples)
-            self.journal.set_meta("noise_recent", [list(r) for r in recent])
+            self.journal.set_noise_samples(samples)
+            self.journal.set_noise_recent(recent)
             if math.isfinite(slot_noise):
                 self.journal.set_block_noise(result.block_id, slot_noise)
-            self.journal.set_meta("calibration", {
-                **cal, "noise": dict(after.noise), "pooled": after.pooled,
-                "delta": after.delta, "quarantined": dict(after.quarantined),
-                "samples": dict(after.samples), "message": describe(after, spec),
-                "regime": after.regime.as_meta() if after.regime is not None else None})
+            self.journal.set_calibration(dataclasses.replace(
+                cal, noise=dict(after.noise), pooled=after.pooled,
+                delta=after.delta, quarantined=dict(after.quarantined),
+                samples=dict(after.samples), message=describe(after, spec),
+                regime=after.regime.as_meta() if after.regime is not None else None))
             if step is not None:
-                self.journal.set_meta("delta_steps",
-                                      [*(self.journal.get_meta("delta_steps") or []), step])
+                self.journal.set_delta_steps([*self.journal.delta_steps(), step])
         for line in changes(before, after, spec):
             self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
         for slot in self.executor.slots:
@@ -273,21 +272,20 @@ class Calibration:
         base = [v for b in blocks for r in self.journal.runs(block_id=b.id)
                 if r.status is RunStatus.OK
                 and isinstance(v := r.metrics.get(self.target.metric.name), (int, float))]
-        self.journal.set_meta("calibration", {
-            "noise": dict(cal.noise), "pooled": cal.pooled, "delta": cal.delta_effective,
-            "quarantined": dict(cal.quarantined), "message": cal.message,
-            "samples": window_counts(cal.samples),
-            "baseline": statistics.median(base) if base else None,
-            "start": {"pooled": cal.pooled, "delta": cal.delta_effective},
-            "regime": cal.regime.as_meta() if cal.regime is not None else None})
+        self.journal.set_calibration(CalibrationRecord(
+            noise=dict(cal.noise), pooled=cal.pooled, delta=cal.delta_effective,
+            quarantined=dict(cal.quarantined), message=cal.message,
+            samples=window_counts(cal.samples),
+            baseline=statistics.median(base) if base else None,
+            start={"pooled": cal.pooled, "delta": cal.delta_effective},
+            regime=cal.regime.as_meta() if cal.regime is not None else None))
         spec = self.target.decision
         moved = delta_moved(spec.delta, cal.delta_effective)
-        self.journal.set_meta("delta_steps", [{
-            "block": CAL, "slot": "", "old": spec.delta, "new": cal.delta_effective,
-            "why": delta_reason(spec.delta, state_of(cal), spec)}] if moved else [])
-        self.journal.set_meta("noise_samples", {s: list(v) for s, v in cal.samples.items()})
-        self.journal.set_meta("noise_recent", [[s, v] for s, vs in cal.samples.items()
-                                               for v in vs])
+        self.journal.set_delta_steps([DeltaStep(
+            block=CAL, slot="", old=spec.delta, new=cal.delta_effective,
+            why=delta_reason(spec.delta, state_of(cal), spec))] if moved else [])
+        self.journal.set_noise_samples(cal.samples)
+        self.journal.set_noise_recent([(s, v) for s, vs in cal.samples.items() for v in vs])
         for slot in self.executor.slots:
             q = slot.name in cal.quarantined
             self.journal.set_slot(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,

@@ -88,12 +88,12 @@ class ChainResult:
 def links(target: Target, journal: Journal) -> list[Link]:
     """The baseline (its parameters at their defaults) and every kept commit, in order;
     the final incumbent last."""
-    base = journal.get_meta("base_commit")
+    base = journal.base_commit()
     if base is None:
         raise AssayError("the journal holds no run yet; `assay run` first")
     params: dict[str, ParamValue] = {p.name: p.default for p in target.params
                                      if p.default is not None}
-    chain = [Link("baseline", str(base), dict(params))]
+    chain = [Link("baseline", base, dict(params))]
     for e in journal.experiments([ExperimentState.KEPT], patches=False):
         if not e.commit:
             continue
@@ -152,7 +152,7 @@ def measure(target: Target, journal: Journal, rounds: int,
         raise AssayError("measuring the chain of keeps: fewer than two kept changes")
     if rounds < 2:
         raise AssayError(f"[run] chain_rounds = {rounds}: at least 2 rounds are needed")
-    ws = Workspace(target, str(journal.get_meta("run_name") or target.run.name or "main"))
+    ws = Workspace(target, journal.run_name() or target.run.name or "main")
     slot = local_slots(target)[0]
     logs = target.state_dir / "logs" / "chain"
     logs.mkdir(parents=True, exist_ok=True)

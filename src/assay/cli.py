@@ -258,7 +258,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     if data.get("spent_words"):
         console.print(f"model calls: {escape(data['spent_words'])}", highlight=False)
     if data.get("fingerprint"):
-        from .fingerprint import Fingerprint
+        from .journal_records import Fingerprint
 
         fp_lines = Fingerprint.from_dict(data["fingerprint"]).lines()
         console.print("measured on: " + escape("\n  ".join(fp_lines)), highlight=False)

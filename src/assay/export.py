@@ -148,15 +148,15 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
     out: list[dict[str, Any]] = []
     first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
                  None)
-    cal = journal.get_meta("calibration")
+    cal = journal.calibration()
     # the baseline `assay status`, the summary and the report show: one number, one place
-    baseline = progress(exps, cal.get("baseline") if isinstance(cal, dict) else None).baseline
+    baseline = progress(exps, cal.baseline if cal else None).baseline
     if first is not None and first.decision is not None and baseline is not None:
         base_mem = _baseline_side(journal, first, mem.name) if mem else None
         base_metrics = {g.name: v for g in target.guards
                         if (v := _baseline_side(journal, first, g.name)) is not None}
         out.append({
-            "id": "baseline", "commit": str(journal.get_meta("base_commit") or "")[:7],
+            "id": "baseline", "commit": (journal.base_commit() or "")[:7],
             "state": "baseline", "status": "keep", "pi_status": "keep",
             "metric": baseline, "incumbent": baseline, "effect": None,
             "lo": None, "hi": None, "runs": 0, "memory": base_mem,
@@ -215,9 +215,9 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                          f"{_one_line(r['description'])}")
         return "\n".join(lines) + "\n"
     if fmt == "jsonl":
-        cal = journal.get_meta("calibration") or {}
-        noise = cal.get("pooled")
-        header = {"type": "config", "name": str(journal.get_meta("run_name") or "assay"),
+        cal = journal.calibration()
+        noise = cal.pooled if cal else None
+        header = {"type": "config", "name": journal.run_name() or "assay",
                   "metricName": target.metric.name, "metricUnit": target.metric.unit,
                   "bestDirection": "higher" if target.metric.direction is Direction.MAXIMIZE
                   else "lower"}

@@ -22,7 +22,6 @@ it to :func:`take`.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import platform
@@ -31,12 +30,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import hardware
+from .journal_records import Fingerprint
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -44,80 +43,7 @@ if TYPE_CHECKING:
 PACKAGES = ("assay", "numpy", "scipy", "torch", "triton", "jax", "numba", "cython", "pybind11",
             "cmake", "ninja", "ray", "optuna")
 COMPILERS = ("cc", "gcc", "clang", "nvcc")
-# The flags worth a glance when two machines disagree (all flags are stored).
-KEY_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni",
-             "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve", "sve2", "neon")
-META_KEY = "fingerprints"
 _TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    cpu: str = ""
-    cpu_flags: tuple[str, ...] = ()
-    cores: int = 0
-    gpus: tuple[str, ...] = ()
-    driver: str = ""
-    cuda: str = ""  # the highest CUDA version the driver supports
-    cuda_toolkit: str = ""  # nvcc's release
-    compilers: Mapping[str, str] = field(default_factory=dict)
-    python: str = ""
-    os: str = ""
-    packages: Mapping[str, str] = field(default_factory=dict)
-    commit: str = ""
-    config_hash: str = ""
-    extra: Mapping[str, str] = field(default_factory=dict)
-    taken_at: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["cpu_flags"] = list(self.cpu_flags)
-        out["gpus"] = list(self.gpus)
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Fingerprint:
-        known = {f.name for f in dataclasses.fields(cls)}
-        data = {k: v for k, v in raw.items() if k in known}
-        data["cpu_flags"] = tuple(data.get("cpu_flags", ()))
-        data["gpus"] = tuple(data.get("gpus", ()))
-        return cls(**data)
-
-    def key_flags(self) -> list[str]:
-        have = set(self.cpu_flags)
-        return [f for f in KEY_FLAGS if f in have]
-
-    def lines(self) -> list[str]:
-        """Human-readable lines, one per aspect; empty aspects are left out."""
-        out = [f"CPU: {self.cpu or 'unknown'} ({self.cores} cores"
-               + (f"; {' '.join(self.key_flags())}" if self.key_flags() else "") + ")"]
-        if self.gpus:
-            gpu = ", ".join(self.gpus)
-            if self.driver:
-                gpu += f"; driver {self.driver}"
-            if self.cuda:
-                gpu += f"; CUDA {self.cuda}"
-            out.append(f"GPU: {gpu}")
-        if self.cuda_toolkit:
-            out.append(f"CUDA toolkit: {self.cuda_toolkit}")
-        if self.compilers:
-            out.append("compilers: " + "; ".join(f"{k}: {v}" for k, v in self.compilers.items()))
-        out.append(f"Python {self.python} on {self.os}")
-        if self.packages:
-            out.append("packages: " + ", ".join(f"{k} {v}" for k, v in self.packages.items()))
-        if self.extra:
-            out.append("also: " + ", ".join(f"{k} {v}" for k, v in self.extra.items()))
-        out.append(f"commit {self.commit[:12] or '-'}, "
-                   f"config sha256 {self.config_hash[:12] or '-'}")
-        return out
-
-    def summary(self) -> str:
-        """One line: CPU, GPU, Python."""
-        parts = [self.cpu or "unknown CPU"]
-        if self.gpus:
-            parts.append(", ".join(self.gpus) + (f" (CUDA {self.cuda})" if self.cuda else ""))
-        parts.append(f"Python {self.python}")
-        return "; ".join(parts)
 
 
 def _output(args: Sequence[str]) -> str:
@@ -196,17 +122,13 @@ def take(commit: str = "", config_path: Path | None = None,
 
 def record(journal: Journal, session: str, fp: Fingerprint) -> None:
     """Store ``fp`` as the fingerprint of ``session`` (one entry per session)."""
-    stored = [e for e in journal.get_meta(META_KEY, []) if e.get("session") != session]
-    stored.append({"session": session, **fp.as_dict()})
-    journal.set_meta(META_KEY, stored)
+    stored = [(s, f) for s, f in journal.fingerprints() if s != session]
+    journal.set_fingerprints([*stored, (session, fp)])
 
 
 def recorded(journal: Journal) -> list[tuple[str, Fingerprint]]:
     """Every stored (session, fingerprint), oldest first."""
-    raw = journal.get_meta(META_KEY, []) or []
-    out = [(str(e.get("session", "")), Fingerprint.from_dict(e)) for e in raw
-           if isinstance(e, dict)]
-    return sorted(out, key=lambda sf: sf[1].taken_at)
+    return sorted(journal.fingerprints(), key=lambda sf: sf[1].taken_at)
 
 
 def at(journal: Journal, when: float | None = None) -> Fingerprint | None:

@@ -60,6 +60,7 @@ from .executors.base import Executor
 from .executors.slots import pick_slot
 from .hooks import Hooks
 from .journal import Journal
+from .journal_records import CalibrationRecord, StopRecord
 from .merge import merge_onto
 from .meter import Meter, caps_of
 from .model import (
@@ -214,8 +215,8 @@ class Loop:
             defaults = {p.name: p.default for p in self.target.params if p.default is not None}
             inc = Incumbent(commit=head, params=defaults, experiment_id=None)
             self.journal.set_incumbent(inc)
-            self.journal.set_meta("run_name", self.ws.run_name)
-            self.journal.set_meta("base_commit", head)
+            self.journal.set_run_name(self.ws.run_name)
+            self.journal.set_base_commit(head)
             self.emit("start", f"incumbent is {head[:12]} on branch {self.ws.branch}")
         else:
             self.ws.ensure_branch(inc.commit)
@@ -254,7 +255,7 @@ class Loop:
 
         after_wave(self.target, self.journal)  # what the last wave showed, into the brief
         inc = self.incumbent
-        cal = self.journal.get_meta("calibration") or {}
+        cal = self.journal.calibration() or CalibrationRecord()
         brief = ""
         research = self.target.state_dir / "research.md"
         if research.exists():
@@ -263,7 +264,7 @@ class Loop:
         self._histories.append(weakref.ref(history))
         return ProposalContext(
             target=self.target, incumbent=inc, history=history,
-            noise_floor=cal.get("pooled"), delta=self.delta,
+            noise_floor=cal.pooled, delta=self.delta,
             research_brief=brief, hypotheses=self.journal.hypotheses("open"),
             tried_digests=self._tried_digests(),
             checkout=lambda name: self.ws.checkout(name, inc.commit),
@@ -287,8 +288,10 @@ class Loop:
 
     @property
     def delta(self) -> float:
-        cal = self.journal.get_meta("calibration") or {}
-        return float(cal.get("delta", self.target.decision.delta))
+        cal = self.journal.calibration()
+        if cal is None or cal.delta is None:
+            return float(self.target.decision.delta)
+        return float(cal.delta)
 
     def ask(self, n: int) -> list[Experiment]:
         """Propose up to ``n`` candidates and queue them; rejected ones are recorded too."""
@@ -430,7 +433,7 @@ class Loop:
     # -- dispatch ------------------------------------------------------------------
     def decision_context(self, exp_id: str | None = None) -> DecisionContext:
         """What a decision rule sees (for ``exp_id``: the history without its own runs)."""
-        cal = self.journal.get_meta("calibration") or {}
+        cal = self.journal.calibration() or CalibrationRecord()
         inc = self.journal.incumbent()
         slots = tuple(s.name for s in self.executor.slots)
         history: dict[str, tuple[float, ...]] = {}
@@ -443,11 +446,11 @@ class Loop:
             block_noise = {b.id: b.noise for b in self.journal.blocks(exp_id)
                            if b.noise is not None}
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
-                               delta=self.delta, slots=slots, noise=cal.get("noise", {}),
+                               delta=self.delta, slots=slots, noise=cal.noise,
                                incumbent_history=history, bounds=self.target.metric.bounds,
                                block_noise=block_noise,
-                               pooled=float(cal.get("pooled") or math.nan),
-                               noise_samples=cal.get("samples", {}))
+                               pooled=float(cal.pooled or math.nan),
+                               noise_samples=cal.samples)
 
     def _priority(self, row: BlockRow) -> tuple[int, float, int]:
         rank = 0 if row.kind is BlockKind.AA else 1 if row.kind in (
@@ -706,8 +709,7 @@ class Loop:
         self.stop_rule = kind
         self.exhausted = True
         self.stop_reason = reason
-        self.journal.set_meta(stops.STOP_KEY, {"kind": kind, "reason": reason,
-                                               "session": self.session_id})
+        self.journal.set_stop_rule(StopRecord(kind, reason, self.session_id))
         self.emit("stop", f"stopping ({kind}): {reason}; the blocks in flight are finished")
 
     # -- noise -------------------------------------------------------------------------
@@ -746,11 +748,11 @@ class Loop:
         deadline = time.monotonic() + max_hours * 3600 if max_hours else None
         self.stop_file.unlink(missing_ok=True)  # a request left over from no live run
         # a stop rule ended proposing: only a run that proposes needs --continue
-        last = self.journal.get_meta(stops.STOP_KEY) if propose else None
+        last = self.journal.stop_rule() if propose else None
         stops.refuse_resume(last, self.session.carry_on)
         if last:
-            self.journal.set_meta(stops.STOP_KEY, None)
-            self.emit("session", f"going on after the last run's stop ({last.get('kind')}), "
+            self.journal.set_stop_rule(None)
+            self.emit("session", f"going on after the last run's stop ({last.kind}), "
                                  "as --continue asks")
         elif self.target.run.stop_after_discards is not None:
             self._discards = stops.discard_streak(sorted(
@@ -928,9 +930,9 @@ class Loop:
         signal.signal(signal.SIGTERM, handler)
 
     def summary(self) -> Summary:
-        cal = self.journal.get_meta("calibration") or {}
+        cal = self.journal.calibration() or CalibrationRecord()
         exps = self.journal.experiments(patches=False)
-        p = progress(exps, cal.get("baseline"))
+        p = progress(exps, cal.baseline)
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
                        failed=self.failed,

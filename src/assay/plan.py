@@ -193,14 +193,14 @@ def _settings(root: Path, read_noise: bool
     target = load(root)
     j = open_journal(target, readonly=True) if journal_path(target).exists() else None
     try:
-        cal = (j.get_meta("calibration") or {}) if j is not None else {}
+        cal = j.calibration() if j is not None else None
         spend_lines = spend.estimate(target, j)
     finally:
         if j is not None:
             j.close()
     measured: float | None = None
     if read_noise:
-        pooled = cal.get("pooled")
+        pooled = cal.pooled if cal is not None else None
         if isinstance(pooled, int | float) and math.isfinite(pooled):
             measured = float(pooled) / math.sqrt(2)
     return target.decision, target.run.slots, measured, spend_lines

@@ -9,14 +9,16 @@ replayed on top), then builds the incumbent and runs its checks before anything 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import AssayError
 from .git import git
+from .journal_records import SessionRecord
 from .model import ExperimentState, Incumbent
 
 if TYPE_CHECKING:
@@ -26,9 +28,6 @@ if TYPE_CHECKING:
     from .loop import Loop
     from .repository import Repository
 
-SESSIONS_KEY = "sessions"
-
-
 @dataclass(frozen=True)
 class SessionOptions:
     name: str = ""
@@ -36,11 +35,6 @@ class SessionOptions:
     retry: bool = False
     unconfined: bool = False  # the trees' commands run without a sandbox (see contain.gate)
     carry_on: bool = False  # --continue: go on after a stop rule ended the last run
-
-
-def sessions(journal: Journal) -> list[dict[str, Any]]:
-    raw = journal.get_meta(SESSIONS_KEY) or []
-    return [s for s in raw if isinstance(s, dict)]
 
 
 def _subject(root: Path, commit: str) -> str:
@@ -63,17 +57,16 @@ def begin(loop: Loop, options: SessionOptions) -> int:
     resumed, budget included, rather than started anew.
     """
     journal, ws = loop.journal, loop.ws
-    past = sessions(journal)
-    if past and (not past[-1].get("ended") or journal.experiments(list(_UNFINISHED))):
-        last = past[-1]
-        last["ended"] = None
-        journal.set_meta(SESSIONS_KEY, past)
-        loop.emit("session", f"resuming session {last['n']} ({last['name']}), which was "
+    past = journal.sessions()
+    if past and (not past[-1].ended or journal.experiments(list(_UNFINISHED))):
+        last = dataclasses.replace(past[-1], ended=None)
+        journal.set_sessions([*past[:-1], last])
+        loop.emit("session", f"resuming session {last.n} ({last.name}), which was "
                              "interrupted; its budget counts from where it began")
-        return int(last.get("experiments_before", 0))
+        return int(last.experiments_before)
     head = ws.head()
     inc = loop.incumbent
-    last_head = past[-1]["user_head"] if past else journal.get_meta("base_commit")
+    last_head = past[-1].user_head if past else journal.base_commit()
     root = loop.target.root
     contained = head == inc.commit or _is_ancestor(root, head, inc.commit)
     subject = _subject(root, head)
@@ -87,24 +80,23 @@ def begin(loop: Loop, options: SessionOptions) -> int:
                              f"{head[:12]} ({subject}); this session continues from the "
                              f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
                              "starts from the new commit instead")
-    journal.set_meta("run_name", ws.run_name)
+    journal.set_run_name(ws.run_name)
     before = journal.count_experiments()
-    record: dict[str, Any] = {"n": len(past) + 1, "name": ws.run_name, "started": time.time(),
-              "user_head": head, "incumbent": loop.incumbent.commit,
-              "experiments_before": before}
-    journal.set_meta(SESSIONS_KEY, [*past, record])
+    record = SessionRecord(n=len(past) + 1, name=ws.run_name, started=time.time(),
+                           user_head=head, incumbent=loop.incumbent.commit,
+                           experiments_before=before)
+    journal.set_sessions([*past, record])
     if len(past):
-        loop.emit("session", f"session {record['n']} ({ws.run_name}); its budget counts only "
+        loop.emit("session", f"session {record.n} ({ws.run_name}); its budget counts only "
                              "its own experiments")
     return before
 
 
 def end(journal: Journal) -> None:
     """Mark the current session finished (a later run starts a new one)."""
-    past = sessions(journal)
+    past = journal.sessions()
     if past:
-        past[-1]["ended"] = time.time()
-        journal.set_meta(SESSIONS_KEY, past)
+        journal.set_sessions([*past[:-1], dataclasses.replace(past[-1], ended=time.time())])
 
 
 def from_head(loop: Loop, head: str) -> None:
@@ -179,8 +171,8 @@ def reset(target: Target) -> list[str]:
         if journal_file.exists():
             j = Journal.open(journal_file, readonly=True)
             try:
-                names = {str(s.get("name")) for s in sessions(j) if s.get("name")}
-                names.add(str(j.get_meta("run_name", "main")))
+                names = {s.name for s in j.sessions() if s.name}
+                names.add(j.run_name() or "main")
             finally:
                 j.close()
             branches = {f"assay/{n}" for n in names}

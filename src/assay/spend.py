@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import stops
 from . import verify as verify_mod
 from .config import Target
 from .journal import Journal
@@ -39,9 +38,10 @@ def of_journal(journal: Journal, target: Target) -> dict[str, Any]:
     kept = journal.state_counts().get(ExperimentState.KEPT.value, 0)
     gain, source = improvement(journal)
     caps = caps_of(target.run)
+    stop = journal.stop_rule()
     return summarize(s, kept, gain, source) | {
         "caps": caps.set(), "caps_words": caps.words(),
-        "stop": journal.get_meta(stops.STOP_KEY)}
+        "stop": None if stop is None else stop.as_dict()}
 
 
 def summarize(s: Spent, kept: int, gain: float | None, source: str) -> dict[str, Any]:

@@ -18,14 +18,12 @@ given ``--continue``, which clears the rule's record and counts discards afresh.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from .config import MetricSpec
 from .errors import StoppedRun
+from .journal_records import StopRecord
 from .model import Direction, Experiment, ExperimentState
-
-STOP_KEY = "stop_rule"  # journal meta: {"kind": ..., "reason": ...} of the last rule stop
 
 
 def discard_streak(decided: Iterable[Experiment]) -> int:
@@ -67,7 +65,7 @@ def target_reason(metric: MetricSpec, best: float | None) -> str:
     return ""
 
 
-def refuse_resume(stop: Mapping[str, Any] | None, carry_on: bool) -> None:
+def refuse_resume(stop: StopRecord | None, carry_on: bool) -> None:
     """Raise :class:`StoppedRun` when the last run ended at a stop rule and ``--continue``
     was not given."""
     if not stop or carry_on:
@@ -75,8 +73,8 @@ def refuse_resume(stop: Mapping[str, Any] | None, carry_on: bool) -> None:
     hint = {"cap": "raise the cap in assay.toml first, or the next call stops it again",
             "discards": "the run of discards counts afresh",
             "target": "raise [metric] target first, or the run stops at the next keep"
-            }.get(str(stop.get("kind")), "")
-    raise StoppedRun(f"the last run stopped: {stop.get('reason', '?')}. `assay run "
+            }.get(stop.kind, "")
+    raise StoppedRun(f"the last run stopped: {stop.reason}. `assay run "
                      f"--continue` goes on ({hint})" if hint else
-                     f"the last run stopped: {stop.get('reason', '?')}. `assay run "
+                     f"the last run stopped: {stop.reason}. `assay run "
                      "--continue` goes on")

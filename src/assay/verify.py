@@ -27,45 +27,16 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import chain
 from .config import Target
 from .errors import AssayError
 from .journal import Journal
+from .journal_records import KeepCheck, Verification
 from .model import Experiment, ExperimentState
 
 Report = Callable[[str], None]
-META = "verification"
-
-
-@dataclass(frozen=True)
-class Verification:
-    """One paired measurement of the final best (B) against the baseline (A)."""
-
-    base: str  # commit
-    final: str  # commit (the incumbent when it was measured)
-    state: str  # the comparison's verdict: kept (distinguishably better than δ) / discarded ...
-    effect: float | None  # relative improvement, positive = better
-    lo: float | None  # its two-sided confidence interval
-    hi: float | None
-    pairs: int
-    runs: int
-    reason: str
-    compounded: float | None  # the kept effects compounded: prod(1 + e) - 1
-    kept: int  # how many kept changes compound
-    at: float  # when it was measured (epoch seconds)
-    journal: str  # the comparison's own journal
-    chain: dict[str, Any] | None = None  # the chain measured together (assay.chain)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Verification:
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in raw.items() if k in names})
 
 
 def compounded(effects: Iterable[float | None]) -> float | None:
@@ -84,15 +55,9 @@ def kept_effects(kept: Iterable[Experiment]) -> list[float | None]:
     return [e.decision.effect if e.decision else None for e in kept]
 
 
-def stored(journal: Journal) -> Verification | None:
-    """The last verification in the journal (None when there is none)."""
-    raw = journal.get_meta(META)
-    return Verification.from_dict(raw) if isinstance(raw, dict) else None
-
-
 def current(journal: Journal) -> Verification | None:
     """The stored verification when it measured the present incumbent, else None."""
-    v = stored(journal)
+    v = journal.verification()
     inc = journal.incumbent()
     if v is None or inc is None or v.final != inc.commit:
         return None
@@ -101,7 +66,7 @@ def current(journal: Journal) -> Verification | None:
 
 def pending(journal: Journal) -> str:
     """Why there is nothing to verify ('' when the incumbent waits for a verification)."""
-    base = journal.get_meta("base_commit")
+    base = journal.base_commit()
     inc = journal.incumbent()
     if base is None or inc is None:
         return "the journal holds no run yet; `assay run` first"
@@ -137,12 +102,11 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     not given) gets the comparison's own lines (its calibration and decision)."""
     from .finalize.measure import Comparison, compare, env_params
 
-    base = journal.get_meta("base_commit")
+    base = journal.base_commit()
     inc = journal.incumbent()
     if base is None or inc is None or inc.commit == base:
         raise AssayError(f"nothing to verify: {pending(journal)}")
-    base = str(base)
-    run = journal.get_meta("run_name") or target.run.name or "main"
+    run = journal.run_name() or target.run.name or "main"
     defaults = {p.name: p.default for p in target.params if p.default is not None}
     cmp = Comparison(
         label=f"verify-{inc.commit[:12]}", incumbent=base, candidate=inc.commit,
@@ -152,7 +116,7 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     report(f"verifying: the baseline {base[:12]} against the final best {inc.commit[:12]} in "
            "ABBA blocks, with the run's decision rule")
     m = compare(target, run, cmp, target.state_dir / "verify",
-                journal.get_meta("calibration"), detail or report, scratch=f"{run}-verify")
+                journal.calibration(), detail or report, scratch=f"{run}-verify")
     effects = kept_effects(journal.experiments([ExperimentState.KEPT], patches=False))
     kept = sum(1 for e in effects if e is not None)
     chain_result: dict[str, Any] | None = None
@@ -171,11 +135,10 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
                      hi=m.hi, pairs=m.pairs, runs=m.runs, reason=m.reason,
                      compounded=compounded(effects), kept=kept, at=time.time(),
                      journal=str(m.journal), chain=chain_result)
-    journal.set_meta(META, v.as_dict())
+    journal.set_verification(v)
     return v
 
 
-PER_KEEP = "per_keep"
 
 
 def chain_interval(kept: Sequence[Experiment]) -> tuple[float, float] | None:
@@ -220,42 +183,6 @@ def unreproduced(v: Mapping[str, Any] | None, kept: Sequence[Experiment]) -> str
             f"{ids}; `assay verify --per-keep` measures each keep alone against its parent")
 
 
-@dataclass(frozen=True)
-class KeepCheck:
-    """One keep measured alone against its parent (the incumbent it was kept over)."""
-
-    id: str
-    parent: str  # commit
-    commit: str
-    kept_effect: float | None  # the effect it was kept with
-    state: str  # the comparison's verdict
-    effect: float | None
-    lo: float | None
-    hi: float | None
-    pairs: int
-    reason: str
-    journal: str
-
-    @property
-    def reproduced(self) -> bool:
-        """Whether the keep alone is distinguishably better than its parent."""
-        return self.lo is not None and self.lo > 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"reproduced": self.reproduced}
-
-    def words(self) -> str:
-        def p(x: float | None) -> str:
-            return "-" if x is None else f"{x:+.2%}"
-
-        verdict = "reproduced" if self.reproduced else (
-            "not reproduced: the interval contains zero" if self.lo is not None and
-            self.hi is not None and self.lo <= 0.0 <= self.hi else f"not reproduced: {self.state}")
-        return (f"{self.id} alone against its parent {self.parent[:12]}: {p(self.effect)} "
-                f"[{p(self.lo)}, {p(self.hi)}] over {self.pairs} pairs (kept at "
-                f"{p(self.kept_effect)}): {verdict}")
-
-
 def per_keep(target: Target, journal: Journal, report: Report = lambda m: None,
              detail: Report | None = None) -> list[KeepCheck]:
     """Measure every kept change alone against its parent, with the run's decision rule
@@ -265,7 +192,7 @@ def per_keep(target: Target, journal: Journal, report: Report = lambda m: None,
     kept = journal.experiments([ExperimentState.KEPT], patches=False)
     if not kept:
         raise AssayError(f"nothing to verify per keep: {pending(journal)}")
-    run = journal.get_meta("run_name") or target.run.name or "main"
+    run = journal.run_name() or target.run.name or "main"
     out: list[KeepCheck] = []
     for e in kept:
         blocks = journal.blocks(e.id)
@@ -280,12 +207,12 @@ def per_keep(target: Target, journal: Journal, report: Report = lambda m: None,
         report(f"measuring {e.id} ({e.commit[:12]}) alone against its parent "
                f"{parent.commit[:12]}")
         m = compare(target, run, cmp, target.state_dir / "verify" / "per-keep",
-                    journal.get_meta("calibration"), detail or report,
+                    journal.calibration(), detail or report,
                     scratch=f"{run}-verify")
         check = KeepCheck(e.id, parent.commit, e.commit,
                           e.decision.effect if e.decision else None, m.state, m.effect, m.lo,
                           m.hi, m.pairs, m.reason, str(m.journal))
         report(check.words())
         out.append(check)
-    journal.set_meta(PER_KEEP, [c.as_dict() for c in out])
+    journal.set_keep_checks(out)
     return out

@@ -21,6 +21,7 @@ from .. import spend, verify
 from ..config import Target
 from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
+from ..journal_records import CalibrationRecord
 from ..loop import progress as run_progress
 from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
 from ..sessions import holding_branch
@@ -292,11 +293,11 @@ def status_data(target: Target, journal: Journal | None,
     rows = [_row(e, target.metric.direction, kinds, totals_cost(totals.get(e.id, {}), gpus),
                  sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
             for e in exps]
-    cal = journal.get_meta("calibration")
+    cal = journal.calibration()
     # counts, baseline and best as `assay status` and the run's summary give them
-    head = run_progress(exps, _finite(cal.get("baseline")) if isinstance(cal, dict) else None)
+    head = run_progress(exps, _finite(cal.baseline) if cal else None)
     counts, baseline, best = head.counts, head.baseline, head.best
-    noise = _finite(cal.get("pooled")) if isinstance(cal, dict) else None
+    noise = _finite(cal.pooled) if cal else None
     inc = journal.incumbent()
     last_event = journal.last_event_id()
     recent = journal.recent_events(12)
@@ -308,7 +309,8 @@ def status_data(target: Target, journal: Journal | None,
         improvement=improvement(baseline, best, target.metric.direction),
         verification=verification_data(
             target, journal, [e for e in exps if e.state is ExperimentState.KEPT]),
-        calibration=cal, slots=[dataclasses.asdict(s) for s in journal.slots()],
+        calibration=None if cal is None else cal.as_dict(),
+        slots=[dataclasses.asdict(s) for s in journal.slots()],
         progress=progress(rows, baseline, noise, target.metric.direction.value),
         win_rates={"proposer": win_rates(rows, "proposer"),
                    "source_kind": win_rates(rows, "source_kind")},
@@ -319,7 +321,7 @@ def status_data(target: Target, journal: Journal | None,
                  "experiment_id": ev.experiment_id, "message": ev.message}
                 for ev in recent],
         branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
-                         f"assay/{journal.get_meta('run_name', 'main')}"),
+                         f"assay/{journal.run_name() or 'main'}"),
         noise=noise_data(target, journal),
         spend=spend.of_journal(journal, target),
     )
@@ -331,7 +333,7 @@ def verification_data(target: Target, journal: Journal, kept: Sequence[Experimen
     """The headline: the paired baseline-vs-final-best measurement (``assay verify``, or the
     end of a run) with its interval, in words, and the kept effects (``kept``: the kept
     experiments, in order) compounded beside it."""
-    v = verify.stored(journal)
+    v = journal.verification()
     effects = verify.kept_effects(kept)
     comp = verify.compounded(effects)
     if v is None and comp is None:
@@ -380,32 +382,30 @@ def noise_data(target: Target, journal: Journal) -> dict[str, Any]:
         s["noise"].append(sd * math.sqrt(2.0))
         s["block"].append(b["block"])
         s["t"].append(b["finished_at"])
-    cal = journal.get_meta("calibration")
-    cal = cal if isinstance(cal, dict) else {}
+    cal = journal.calibration() or CalibrationRecord()
     workers = journal.slots()
     quarantined = [{"slot": s.name, "reason": s.reason} for s in workers if s.quarantined]
-    delta = _finite(cal.get("delta")) or target.decision.delta
+    delta = _finite(cal.delta) or target.decision.delta
     ends = [float(b["finished_at"] or 0.0) for b in blocks.values()]
     return {"slots": [{"slot": k, **v} for k, v in sorted(series.items())],
             "delta": delta, "deltas": _delta_per_block(ends, journal.delta_history(), delta),
-            "calibrated": {k: _finite(v) for k, v in (cal.get("noise") or {}).items()},
+            "calibrated": {k: _finite(v) for k, v in cal.noise.items()},
             "quarantined": quarantined, "blocks": len(blocks),
             "quarantines": _quarantines(journal, [w.name for w in workers], ends, series),
             "steps": delta_steps(journal, order),
-            "regime": (cal.get("regime") or {}).get("words", "")}
+            "regime": (cal.regime or {}).get("words", "")}
 
 
 def delta_steps(journal: Journal, order: Mapping[str, int]) -> list[dict[str, Any]]:
     """Every change of δ with its reason, placed at the block after which it was made
     (``order``: block id -> its place on the chart; calibration at 0)."""
     out = []
-    for step in journal.get_meta("delta_steps") or []:
-        old, new = _finite(step.get("old")), _finite(step.get("new"))
+    for step in journal.delta_steps():
+        old, new = _finite(step.old), _finite(step.new)
         if old is None or new is None:
             continue
-        block = str(step.get("block", ""))
-        out.append({"x": order.get(block, 0), "block": block, "old": old, "new": new,
-                    "why": str(step.get("why", ""))})
+        out.append({"x": order.get(step.block, 0), "block": step.block, "old": old, "new": new,
+                    "why": step.why})
     return out
 
 

@@ -23,6 +23,7 @@ from ..config import Target
 from ..errors import FinalizeError
 from ..executors.platforms import build_executor
 from ..journal import Journal
+from ..journal_records import CalibrationRecord
 from ..loop import Loop
 from ..model import Candidate, Experiment, ExperimentState, Incumbent
 from ..proposers.base import ProposalContext, Proposer
@@ -91,7 +92,7 @@ def env_params(target: Target, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compare(target: Target, run: str, cmp: Comparison, folder: Path,
-            calibration: Mapping[str, Any] | None, report: Report,
+            calibration: CalibrationRecord | None, report: Report,
             scratch: str | None = None) -> Measured:
     """Measure ``cmp.candidate`` against ``cmp.incumbent`` with the run's decision rule.
 
@@ -110,10 +111,10 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
     journal = Journal.open(path)
     try:
         journal.set_incumbent(Incumbent(cmp.incumbent, dict(cmp.incumbent_params)))
-        journal.set_meta("run_name", scratch)
-        journal.set_meta("base_commit", cmp.incumbent)
-        if calibration:
-            journal.set_meta("calibration", dict(calibration))
+        journal.set_run_name(scratch)
+        journal.set_base_commit(cmp.incumbent)
+        if calibration is not None:
+            journal.set_calibration(calibration)
         patch = branches.diff(root, cmp.incumbent, cmp.candidate)
         cand = Candidate(base_commit=cmp.incumbent, patch=patch,
                          params=dict(cmp.candidate_params), hypothesis=cmp.hypothesis,

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..config import Target
-from ..fingerprint import Fingerprint
+from ..journal_records import Fingerprint
 from ..model import Hypothesis
 from .grouping import Group
 from .measure import Measured

@@ -34,6 +34,7 @@ from ..config import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
 from ..git import git
 from ..journal import Journal
+from ..journal_records import FinalizedGroup, FinalizeRecord, Fingerprint
 from ..lock import RunLock
 from ..meter import Meter, caps_of
 from ..model import ExperimentState
@@ -169,7 +170,7 @@ def _finalize(target: Target, journal: Journal, groups_file: str | Path | None,
               waive: set[str], measure_groups: bool, report: Report,
               reviewer_arg: review.Reviewer | str | None) -> Result:
     root = target.root
-    run = journal.get_meta("run_name") or target.run.name or "main"
+    run = journal.run_name() or target.run.name or "main"
     ws = Workspace(target, run)
     final = branches.rev(root, f"refs/heads/{ws.branch}")
     if final is None:
@@ -236,7 +237,7 @@ def _doubt(journal: Journal, report: Report) -> str:
 
 def _write_texts(target: Target, journal: Journal, run: str, base: str,
                  outcomes: Sequence[pr.Outcome], refs: branches.Refs,
-                 fp: fingerprint.Fingerprint, doubt: str) -> None:
+                 fp: Fingerprint, doubt: str) -> None:
     """Each group's pull-request text, written to its PR.md and, for a finalized group, as
     the message of its branch's one commit (a blocked group's branch is deleted)."""
     folder = target.state_dir / "finalize" / run
@@ -257,12 +258,12 @@ def _write_texts(target: Target, journal: Journal, run: str, base: str,
 def _drop_earlier(journal: Journal, run: str, outcomes: Sequence[pr.Outcome],
                   refs: branches.Refs, folder: Path, report: Report) -> None:
     """The branches and texts of groups an earlier finalize made and this one no longer has."""
-    previous = journal.get_meta(f"finalize:{run}") or {}
+    previous = journal.finalized(run)
     current = {o.branch for o in outcomes}
-    for g in previous.get("groups", []):
-        if g.get("branch") and g["branch"] not in current:
-            refs.delete(g["branch"])  # a branch of an earlier finalize, now regrouped
-            report(f"removed {g['branch']}, made by an earlier finalize")
+    for g in previous.groups if previous else []:
+        if g.branch and g.branch not in current:
+            refs.delete(g.branch)  # a branch of an earlier finalize, now regrouped
+            report(f"removed {g.branch}, made by an earlier finalize")
     slugs = {o.group.slug for o in outcomes}
     for old in folder.glob("*/PR.md"):
         if old.parent.name not in slugs:
@@ -274,14 +275,14 @@ def _drop_earlier(journal: Journal, run: str, outcomes: Sequence[pr.Outcome],
 def _record(journal: Journal, run: str, base: str, final: str, notes: Sequence[str],
             outcomes: Sequence[pr.Outcome]) -> None:
     """What this finalize made, in the journal (the next one removes what it drops)."""
-    journal.set_meta(f"finalize:{run}", {
-        "base": base, "final": final, "at": time.time(), "notes": notes,
-        "groups": [{"slug": o.group.slug, "branch": o.branch if o.finalized else None,
-                    "experiments": list(o.group.labels), "files": list(o.group.files),
-                    "reason": o.group.reason, "status": o.status,
-                    "alone": o.alone.as_dict() if o.alone else None,
-                    "without": o.without.as_dict() if o.without else None}
-                   for o in outcomes]})
+    journal.set_finalized(run, FinalizeRecord(
+        base=base, final=final, at=time.time(), notes=list(notes),
+        groups=[FinalizedGroup(slug=o.group.slug, branch=o.branch if o.finalized else None,
+                               experiments=list(o.group.labels), files=list(o.group.files),
+                               reason=o.group.reason, status=o.status,
+                               alone=o.alone.as_dict() if o.alone else None,
+                               without=o.without.as_dict() if o.without else None)
+                for o in outcomes]))
 
 
 def _branches(target: Target, run: str, base: str, final: str, groups: Sequence[Group],
@@ -311,7 +312,7 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
              outcomes: Sequence[pr.Outcome], defaults: dict[str, Any], report: Report) -> None:
     root = target.root
     folder = target.state_dir / "finalize" / run / "measure"
-    cal = journal.get_meta("calibration")
+    cal = journal.calibration()
     inc = journal.incumbent()
     final_params = measure.env_params(target, inc.params if inc else {})
     for o in outcomes:
@@ -346,9 +347,9 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
 def _review(target: Target, journal: Journal, base: str, outcomes: Sequence[pr.Outcome],
             checker: _Checker, reviewer: review.Reviewer | None, waive: set[str],
             report: Report) -> None:
-    stored = set(journal.get_meta("finalize:waived", []) or [])
+    stored = journal.waived()
     if waive - stored:
-        journal.set_meta("finalize:waived", sorted(stored | waive))
+        journal.set_waived(stored | waive)
         for fid in sorted(waive - stored):
             journal.event("waive", f"finding {fid} waived (assay finalize --waive)")
     waived = stored | waive

@@ -14,7 +14,7 @@ from ..model import ExperimentState
 from .brief import ResearchHypothesis, choose, render_hypotheses, render_lessons, score_all
 from .research_journal import ResearchJournal
 from .store import read_brief, write_brief
-from .waves import WAVE_META, WAVE_SHARE, last_research, lessons
+from .waves import WAVE_SHARE, last_research, lessons
 
 
 def after_wave(target: Target, journal: ResearchJournal) -> bool:
@@ -32,10 +32,10 @@ def after_wave(target: Target, journal: ResearchJournal) -> bool:
     counts = journal.state_counts()  # one indexed count
     decided = (counts.get(ExperimentState.KEPT.value, 0)
                + counts.get(ExperimentState.DISCARDED.value, 0))
-    before = int(journal.get_meta(WAVE_META, 0))
+    before = journal.research_wave()
     if decided - before < max(1, before // WAVE_SHARE):
         return False
-    journal.set_meta(WAVE_META, decided)
+    journal.set_research_wave(decided)
     brief = read_brief(target)
     if not brief:
         return False

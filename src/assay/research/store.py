@@ -15,8 +15,6 @@ from ..config import Target
 from .brief import ResearchHypothesis
 from .research_journal import ResearchJournal
 
-KEYS_META = "research.keys"
-
 
 def brief_path(target: Target) -> Path:
     """Where the research brief lives: ``.assay/research.md``."""
@@ -43,7 +41,7 @@ def write_brief(target: Target, text: str) -> Path:
 
 def store_hypotheses(journal: ResearchJournal, hyps: Sequence[ResearchHypothesis]) -> None:
     """Give each hypothesis its journal id: the stored one with its key, else a new one."""
-    keys: dict[str, int] = dict(journal.get_meta(KEYS_META, {}) or {})
+    keys = journal.research_keys()
     stored = {h.id: h for h in journal.hypotheses()}
     by_sources = {(h.source_kind, tuple(h.sources)): h.id for h in stored.values()}
     for h in hyps:
@@ -59,4 +57,4 @@ def store_hypotheses(journal: ResearchJournal, hyps: Sequence[ResearchHypothesis
         h.id = hid
         if h.key:
             keys[h.key] = hid
-    journal.set_meta(KEYS_META, keys)
+    journal.set_research_keys(keys)

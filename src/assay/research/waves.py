@@ -23,7 +23,6 @@ from ..config import Target
 from ..model import Experiment, ExperimentState, Verdict
 from .research_journal import ResearchJournal
 
-WAVE_META = "research.wave"
 WAVE_SHARE = 50  # a large journal re-ranks after each fiftieth more decided experiments
 MIN_SAME = 2  # changes of one kind within noise on one hot spot that make a lesson
 
