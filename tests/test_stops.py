@@ -14,7 +14,7 @@ from assay.config import Target, parse
 from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
-from assay.loop import Summary
+from assay.loop_progress import Summary
 from assay.meter import prompt_tokens
 from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer

@@ -14,26 +14,33 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
-from . import contain, keys, process, spend
+from . import contain, fingerprint, keys, platforms, process, spend
+from . import init as init_mod
+from . import verify as verify_mod
 from .config import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .export import experiment_dict, render
 from .journal import JOURNAL_NAME, Journal
 from .lock import RunLock
-from .loop import Event, Loop, Summary, progress
-from .model import Experiment, ExperimentState
+from .loop import Event, Loop
+from .loop_progress import Summary, progress
+from .model import Experiment, ExperimentState, patch_digest
 from .paramdiff import params_diff
 from .proposers.base import Proposer
+from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
+from .research import after_wave
 from .sessions import SessionOptions, holding_branch
+from .sessions import reset as reset_target
 from .sessions import sessions as sessions_of
 from .tidy import tidy_trees
 from .workspace import Workspace
@@ -72,8 +79,6 @@ def open_journal(target: Target, readonly: bool = False) -> Journal:
 
 def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
     """One line per queued patch that an earlier experiment already measured."""
-    from .proposers.queue import QueueProposer, read_patch_file
-
     if not isinstance(proposer, QueueProposer):
         return []
     out: list[str] = []
@@ -82,8 +87,6 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
             _hyp, diff, _src = read_patch_file(f)
         except (OSError, AssayError):
             continue
-        from .model import patch_digest
-
         earlier = journal.find_digest(patch_digest(diff, {}))
         exp = journal.experiment(earlier) if earlier else None
         if exp is None:
@@ -102,18 +105,13 @@ def build_proposer(target: Target, journal: Journal, name: str | None = None,
     make = PROPOSERS.for_config(name or target.run.proposer, str(target.config_path),
                                 "run.proposer")
     prop = make(target, journal)
-    if retry:
-        from .proposers.queue import QueueProposer
-
-        if isinstance(prop, QueueProposer):
-            prop.retry_tried()
+    if retry and isinstance(prop, QueueProposer):
+        prop.retry_tried()
     return prop
 
 
 def build_executor(target: Target, ws: Workspace) -> Executor:
     if target.platforms:
-        from . import platforms
-
         return platforms.build_executor(target, ws)
     make = EXECUTORS.for_config(target.run.executor, str(target.config_path), "run.executor")
     return make(target, ws)
@@ -152,29 +150,26 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         prop = proposer or build_proposer(target, journal, retry=retry)
         confinement = contain.gate(prop.name, unconfined)
         exe = executor or build_executor(target, ws)
-        loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
-        loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
-                                      unconfined=confinement.unconfined, carry_on=carry_on)
+        options = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
+                                 unconfined=confinement.unconfined, carry_on=carry_on)
+        loop = Loop(target, journal, ws, exe, prop, on_event=on_event, session=options,
+                    lock_held=(lambda: run_lock.held) if lock else None,
+                    # research re-ranks its brief on what the last wave of experiments showed
+                    before_ask=lambda: after_wave(target, journal))
         if confinement.unconfined:
             journal.set_meta(contain.UNCONFINED, True)
             loop.emit("warn", confinement.warning)
         for line in already_tried(prop, journal, retry):
             loop.emit("skip", line)
-        if lock:
-            loop.lock_held = lambda: run_lock.held
         if run_lock.took_over:
             loop.emit("lock", run_lock.took_over)
         if reaped:
             loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
                                 f"{', '.join(map(str, reaped))}")
-        from . import fingerprint
-
         extra = {}
         if target.env.fingerprint:
-            from .process import scrubbed_env
-
             extra = fingerprint.extra_from_command(target.env.fingerprint, target.root,
-                                                   scrubbed_env(target.env))
+                                                   process.scrubbed_env(target.env))
         fingerprint.record(journal, loop.session_id,
                            fingerprint.take(ws.head(), target.config_path, extra))
         locks = ws.clear_stale_locks() if lock else []
@@ -210,60 +205,65 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         summary = loop.run(budget=target.run.budget, max_hours=max_hours)
         hours = max_hours if max_hours is not None else target.run.max_hours
         left = None if not hours else hours * 3600 - (time.monotonic() - started)
-        _verify_at_end(target, loop, summary, left, executor_obj is None)
-        summary.spend = spend.of_journal(loop.journal, target)
+        verified, note = _verify_at_end(target, loop, summary, left, executor_obj is None)
+        summary = dataclasses.replace(summary, verified=verified, verify_note=note,
+                                      spend=spend.of_journal(loop.journal, target))
         if words := tidy_trees(target, [s.name for s in loop.executor.slots]).words():
             loop.emit("tidy", words)
         return summary
 
 
 def _verify_at_end(target: Target, loop: Loop, summary: Summary, left_s: float | None,
-                   own_executor: bool) -> None:
-    """Measure the baseline against the final best when the run ends, if it may.
+                   own_executor: bool) -> tuple[dict[str, Any] | None, str]:
+    """Measure the baseline against the final best when the run ends, if it may: the
+    measurement (None without one) and why there is none ('' when there is, or nothing new
+    was kept).
 
     Not when ``[run] verify = false``, the run failed or was stopped, nothing new was kept,
     the executor was handed in (it is closed: a verification needs one of its own), or the
     time left is less than a generous estimate of what it takes."""
-    from . import verify as verify_mod
-
     journal = loop.journal
     done = verify_mod.current(journal)
     if done is not None:
-        summary.verified = done.as_dict()
-        return
-    why = verify_mod.pending(journal)
+        return done.as_dict(), ""
+    if verify_mod.pending(journal):
+        return None, ""  # nothing kept: there is no total improvement to verify
+    why = _why_not_verify(target, loop, summary, left_s, own_executor)
     if why:
-        return  # nothing kept: there is no total improvement to verify
-    if not target.run.verify:
-        why = "[run] verify = false; `assay verify` measures it"
-    elif summary.failed:
-        why = "the run failed; `assay verify` measures it once the target is fixed"
-    elif loop.stopped_early:
-        why = "the run was stopped; `assay verify` measures it"
-    elif not own_executor:
-        why = "the run was given its executor; `assay verify` measures it"
-    elif left_s is not None:
-        est = verify_mod.estimate_s(journal, target)
-        if left_s <= 0 or (est is not None and est > left_s):
-            why = (f"the time budget leaves {max(0.0, left_s) / 60:.1f} min, a verification "
-                   + (f"may take {est / 60:.1f} min" if est is not None else "needs more")
-                   + "; `assay verify` measures it")
-    if why:
-        summary.verify_note = why
         loop.emit("verify", f"the final best is not verified: {why}")
-        return
+        return None, why
     try:
         # the comparison's own lines (its e0001, its calibration) are shown with -v only:
         # without it they would read like the run's own experiments
         v = verify_mod.verify(target, journal, report=lambda m: loop.emit("verify", m.strip()),
                               detail=lambda m: loop.emit("verify-step", m.strip()))
     except AssayError as exc:
-        summary.verify_note = f"the verification failed: {exc}"
-        loop.emit("warn", summary.verify_note)
-        return
-    summary.verified = v.as_dict()
+        note = f"the verification failed: {exc}"
+        loop.emit("warn", note)
+        return None, note
     loop.emit("verify", f"verified: the final best against the baseline: {v.state}, effect "
                         f"{_pct(v.effect)} [{_pct(v.lo)}, {_pct(v.hi)}] over {v.pairs} pairs")
+    return v.as_dict(), ""
+
+
+def _why_not_verify(target: Target, loop: Loop, summary: Summary, left_s: float | None,
+                    own_executor: bool) -> str:
+    """Why the run's end does not verify its final best ('' when it may)."""
+    if not target.run.verify:
+        return "[run] verify = false; `assay verify` measures it"
+    if summary.failed:
+        return "the run failed; `assay verify` measures it once the target is fixed"
+    if loop.stopped_early:
+        return "the run was stopped; `assay verify` measures it"
+    if not own_executor:
+        return "the run was given its executor; `assay verify` measures it"
+    if left_s is not None:
+        est = verify_mod.estimate_s(loop.journal, target)
+        if left_s <= 0 or (est is not None and est > left_s):
+            return (f"the time budget leaves {max(0.0, left_s) / 60:.1f} min, a verification "
+                    + (f"may take {est / 60:.1f} min" if est is not None else "needs more")
+                    + "; `assay verify` measures it")
+    return ""
 
 
 def _pct(v: float | None) -> str:
@@ -277,8 +277,6 @@ def verify(root: str | Path = ".", config: str | None = None,
     the kept effects compounded (``assay verify``). With ``per_keep``, measure instead each
     kept change alone against its parent (``assay verify --per-keep``): ``{"per_keep":
     [...]}``. Holds the run lock meanwhile."""
-    from . import verify as verify_mod
-
     target = load(root, config)
     if not journal_path(target).exists():
         raise AssayError(f"nothing to verify: no journal at {journal_path(target)}; "
@@ -352,8 +350,6 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
     """The paired baseline-vs-best measurement, whether it is of the present incumbent, and
     the kept effects (``kept``: the kept experiments, in order) compounded (also when
     nothing is verified yet)."""
-    from . import verify as verify_mod
-
     v = verify_mod.stored(journal)
     effects = verify_mod.kept_effects(kept)
     comp = verify_mod.compounded(effects)
@@ -367,16 +363,12 @@ def _verification(journal: Journal, kept: Sequence[Experiment]) -> dict[str, Any
 def _unreproduced(journal: Journal, kept: Sequence[Experiment]) -> str:
     """The warning said first when the verification of the present final best does not
     reproduce the keeps ('' when it does, or there is none)."""
-    from . import verify as verify_mod
-
     v = verify_mod.current(journal)
     return verify_mod.unreproduced(v.as_dict() if v else None, kept)
 
 
 def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
     """The incumbent's metric on one slot (one GPU): median of its latest runs there."""
-    import statistics
-
     vals = journal.recent_incumbent_values(slot, target.metric.name, inc.commit) if inc else ()
     return {"incumbent_value": statistics.median(vals) if vals else None,
             "incumbent_runs": len(vals)}
@@ -419,8 +411,6 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
                                          exp.candidate.params) if exp.candidate.params else ""
         spent = journal.spent_by_experiment([exp_id]).get(exp_id)
         out["spent_words"] = spent.words() if spent is not None else ""
-        from . import fingerprint
-
         fp = fingerprint.at(journal, exp.created_at)
         out["fingerprint"] = fp.as_dict() if fp else None
         return out
@@ -450,8 +440,6 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
     ConfigError naming each one and the flag that gives it. ``show(text)`` receives what was
     detected before anything is written.
     """
-    from . import init as init_mod
-
     root_path = Path(root).resolve()
     plan = init_mod.apply_answers(init_mod.detect(root_path), answers or {})
     if show is not None:
@@ -467,6 +455,4 @@ def init(root: str | Path = ".", force: bool = False, ask: Any = None,
 
 def reset(root: str | Path = ".", config: str | None = None) -> list[str]:
     """Archive the journal, remove slot worktrees and run branches (see ``assay reset``)."""
-    from .sessions import reset as reset_target
-
     return reset_target(load(root, config))

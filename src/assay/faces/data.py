@@ -21,7 +21,7 @@ from .. import spend
 from ..config import Target
 from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
-from ..loop import progress as run_progress
+from ..loop_progress import progress as run_progress
 from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
 from ..usage import Spent
 from .terminal import improvement

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..journal import peek_count
-from ..loop import Summary
+from ..loop_progress import Summary
 from ..model import Direction, Experiment
 from ..strictjson import dumps
 from ..verify import compounded, unreproduced
