@@ -256,10 +256,7 @@ class Loop:
         if self.meter.reached:  # the wave ended at a cap, with what it made
             self.stopping.by_rule("cap", self.meter.reached)
         if not cands:
-            st = self.stopping
-            st.exhausted = True
-            st.reason = (st.reason if st.rule else
-                         f"the {self.proposer.name} proposer has nothing more to propose")
+            self.stopping.exhaust(f"the {self.proposer.name} proposer has nothing more to propose")
             return []
         changed = diff_hashes(before, hash_paths(self.target.root, guarded))
         if changed:

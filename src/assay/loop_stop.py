@@ -58,6 +58,11 @@ class Stopping:
         self.failed = reason
         self.request(reason)
 
+    def exhaust(self, reason: str) -> None:
+        """Propose no more: the proposer has nothing left (a stop rule's reason stays)."""
+        self.exhausted = True
+        self.reason = self.reason if self.rule else reason
+
     def give_up(self, reason: str) -> None:
         """Propose no more and end with an error once what is in flight is finished."""
         self.exhausted = True
