@@ -41,15 +41,14 @@ from .model import (
 from .proposers.base import Proposer
 from .repository import Repository
 
-Emit = Callable[[str, str, "Experiment | None"], None]
-
 
 class Outcomes:
     """Decides each experiment's next step with the loop's rule and carries it out."""
 
     def __init__(self, target: Target, journal: Journal, ws: Repository, executor: Executor,
                  proposer: Proposer, rule: DecisionRule, hooks: Hooks, noise: Calibration,
-                 stopping: Stopping, emit: Emit) -> None:
+                 stopping: Stopping,
+                 emit: Callable[[str, str, Experiment | None], None]) -> None:
         self.target = target
         self.journal = journal
         self.ws = ws

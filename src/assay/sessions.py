@@ -27,8 +27,6 @@ from .repository import Repository
 from .worker import SlotTrees, check_incumbent
 from .workspace import Workspace, git
 
-Say = Callable[[str, str], None]  # an event: its kind and its message
-
 SESSIONS_KEY = "sessions"
 
 
@@ -67,7 +65,7 @@ def _incumbent(journal: Journal) -> Incumbent:
 
 
 def begin(target: Target, journal: Journal, ws: Repository, executor: Executor,
-          options: SessionOptions, say: Say) -> int:
+          options: SessionOptions, say: Callable[[str, str], None]) -> int:
     """Record the session and announce (or follow, with ``from_head``) a new user commit.
 
     Returns the number of experiments before this session: its budget counts the rest. A
@@ -119,7 +117,7 @@ def end(journal: Journal) -> None:
 
 
 def from_head(target: Target, journal: Journal, ws: Repository, executor: Executor,
-              head: str, say: Say) -> None:
+              head: str, say: Callable[[str, str], None]) -> None:
     """Make ``head`` plus the kept changes it lacks the incumbent; re-check each replay."""
     inc = _incumbent(journal)
     tip = head

@@ -44,7 +44,6 @@ import assay.api as api
 from assay import process
 from assay.hooks import Hooks
 from assay.journal import Journal
-from assay.loop import Loop
 from assay.loop_outcomes import Outcomes
 from assay.workspace import Workspace
 
