@@ -38,7 +38,6 @@ from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
 from .registry import EXECUTORS, PROPOSERS
-from .research import after_wave
 from .sessions import SessionOptions, holding_branch
 from .sessions import reset as reset_target
 from .sessions import sessions as sessions_of
@@ -117,6 +116,15 @@ def build_executor(target: Target, ws: Workspace) -> Executor:
     return make(target, ws)
 
 
+def _rerank_research(target: Target, journal: Journal) -> None:
+    """Research re-ranks its brief on what the last wave of experiments showed (the loop's
+    hook before each proposal). Research loads on the first proposal, not with api: a core
+    verb (``assay status``) starts without it."""
+    from .research import after_wave
+
+    after_wave(target, journal)
+
+
 @contextlib.contextmanager
 def session(target: Target, proposer: Proposer | None = None, executor: Executor | None = None,
             on_event: Event | None = None, name: str | None = None,
@@ -154,8 +162,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
                                  unconfined=confinement.unconfined, carry_on=carry_on)
         loop = Loop(target, journal, ws, exe, prop, on_event=on_event, session=options,
                     lock_held=(lambda: run_lock.held) if lock else None,
-                    # research re-ranks its brief on what the last wave of experiments showed
-                    before_ask=lambda: after_wave(target, journal))
+                    before_ask=lambda: _rerank_research(target, journal))
         if confinement.unconfined:
             journal.set_meta(contain.UNCONFINED, True)
             loop.emit("warn", confinement.warning)
