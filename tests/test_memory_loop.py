@@ -15,7 +15,9 @@ from assay.config import Target, parse
 from assay.decide import MAX_EXECUTOR_RETRIES
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
+from assay.loop import Loop
 from assay.model import Block, BlockResult, BlockState, Candidate, ExperimentState, Slot
+from assay.proposers.base import ProposalContext, Proposer
 from assay.repository import Repository
 from assay.testing import ROOT_COMMIT, MemoryRepository, memory_loop
 
@@ -146,3 +148,26 @@ def test_two_sessions_in_one_second_of_one_process_have_their_own_ids(
     _, value = noisy()
     loops = [memory_loop(t, FunctionExecutor(values("speed", value))) for _ in range(2)]
     assert loops[0].session_id != loops[1].session_id
+
+
+def test_the_loop_runs_its_before_ask_hook_before_each_proposal(tmp_path: Path) -> None:
+    """The driver knows no research: what runs before a proposal (api passes research's
+    re-rank of its brief) is given to the loop at construction, and runs once per ask."""
+    seen: list[int] = []
+
+    class Two(Proposer):
+        name = "two"
+
+        def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+            if len(seen) > 3:
+                return []
+            return [Candidate(ROOT_COMMIT, params={"GAIN": 1.0 + len(seen) / 100},
+                              hypothesis=f"null {len(seen)}")]
+
+    _state, value = noisy(seed=3)
+    t = target(tmp_path, aa_blocks=0)
+    loop = Loop(t, Journal.memory(), MemoryRepository(), FunctionExecutor(values("speed", value)),
+                Two(), before_ask=lambda: seen.append(loop.journal.count_experiments()))
+    summary = loop.run(budget=5)
+    assert seen == [0, 1, 2, 3]  # before each ask, with what the journal held then
+    assert summary.finished == 3 and "nothing more to propose" in summary.stopped

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from assay import api, loop
+from assay import api, loop_stop
 from assay.cli import app
 
 from .conftest import git, make_repo
@@ -161,14 +161,14 @@ def test_a_platform_that_goes_away_pauses_its_decisions(tmp_path: Path) -> None:
 
     target = config.load(root)
     events: list[tuple[str, str]] = []
-    old = loop.PAUSE_LIMIT_S
-    loop.PAUSE_LIMIT_S = 1.0
+    old = loop_stop.PAUSE_LIMIT_S
+    loop_stop.PAUSE_LIMIT_S = 1.0
     try:
         with api.session(target, on_event=lambda k, m, e: events.append((k, m))) as lp:
             lp.executor.quarantine("arm-0")  # the ARM platform's only slot is gone
             summary = lp.run()
     finally:
-        loop.PAUSE_LIMIT_S = old
+        loop_stop.PAUSE_LIMIT_S = old
     assert any(k == "pause" and "platform arm has no slot left" in m for k, m in events)
     assert "platform arm went away" in summary.stopped
     j = api.open_journal(target, readonly=True)

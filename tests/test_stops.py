@@ -15,7 +15,7 @@ from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
 from assay.journal import Journal
 from assay.journal_meta import STOP_KEY
-from assay.loop import Summary
+from assay.loop_progress import Summary
 from assay.meter import prompt_tokens
 from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer

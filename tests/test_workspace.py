@@ -81,7 +81,7 @@ def test_a_quoted_utf8_path_is_unquoted_and_checked(tmp_path: Path) -> None:
 
 
 def test_a_proposer_history_names_the_files_as_git_reads_them(tmp_path: Path) -> None:
-    from assay.loop import _history_entry
+    from assay.loop_history import history_entry
     from assay.model import Candidate, Experiment, ExperimentState
 
     root = make_repo(tmp_path / "r", {"q.sql": "-- cache the plan\nselect 1;\n",
@@ -92,7 +92,7 @@ def test_a_proposer_history_names_the_files_as_git_reads_them(tmp_path: Path) ->
     exp = Experiment(id="e0001", seq=1, state=ExperimentState.DISCARDED,
                      candidate=Candidate("abc", patch=diff, hypothesis="h"),
                      created_at=0.0, updated_at=0.0)
-    assert _history_entry(exp).diffstat == "données/t.sql, q.sql"
+    assert history_entry(exp).diffstat == "données/t.sql, q.sql"
 
 
 def test_a_rename_into_or_out_of_a_protected_file_is_rejected(tiny_target: TinyFactory) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,10 +34,10 @@ from .executors.platforms import build_executor
 from .export import experiment_dict, render
 from .journal import Journal
 from .lock import RunLock
-from .loop import Event, Loop, Summary, progress
+from .loop import Event, Loop
+from .loop_progress import Summary, progress
 from .model import Experiment, ExperimentState, patch_digest
 from .paramdiff import params_diff
-from .process import scrubbed_env
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
@@ -67,6 +68,15 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
             out.append(f"{f.name} was already tried as {exp.id} ({exp.state.value}); skipped "
                        "(`assay run --retry` measures it again)")
     return out
+
+
+def _rerank_research(target: Target, journal: Journal) -> None:
+    """Research re-ranks its brief on what the last wave of experiments showed (the loop's
+    hook before each proposal). Research loads on the first proposal, not with api: a core
+    verb (``assay status``) starts without it."""
+    from .research import after_wave
+
+    after_wave(target, journal)
 
 
 @contextlib.contextmanager
@@ -102,16 +112,16 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         prop = proposer or build_proposer(target, journal, retry=retry)
         confinement = contain.gate(prop.name, unconfined)
         exe = executor or build_executor(target, ws)
-        loop = Loop(target, journal, ws, exe, prop, on_event=on_event)
-        loop.session = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
-                                      unconfined=confinement.unconfined, carry_on=carry_on)
+        options = SessionOptions(name=ws.run_name, from_head=from_head, retry=retry,
+                                 unconfined=confinement.unconfined, carry_on=carry_on)
+        loop = Loop(target, journal, ws, exe, prop, on_event=on_event, session=options,
+                    lock_held=(lambda: run_lock.held) if lock else None,
+                    before_ask=lambda: _rerank_research(target, journal))
         if confinement.unconfined:
             journal.set_unconfined()
             loop.emit("warn", confinement.warning)
         for line in already_tried(prop, journal, retry):
             loop.emit("skip", line)
-        if lock:
-            loop.lock_held = lambda: run_lock.held
         if run_lock.took_over:
             loop.emit("lock", run_lock.took_over)
         if reaped:
@@ -120,7 +130,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         extra = {}
         if target.env.fingerprint:
             extra = fingerprint.extra_from_command(target.env.fingerprint, target.root,
-                                                   scrubbed_env(target.env))
+                                                   process.scrubbed_env(target.env))
         fingerprint.record(journal, loop.session_id,
                            fingerprint.take(ws.head(), target.config_path, extra))
         locks = ws.clear_stale_locks() if lock else []
@@ -156,16 +166,19 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
         summary = loop.run(budget=target.run.budget, max_hours=max_hours)
         hours = max_hours if max_hours is not None else target.run.max_hours
         left = None if not hours else hours * 3600 - (time.monotonic() - started)
-        _verify_at_end(target, loop, summary, left, executor_obj is None)
-        summary.spend = spend.of_journal(loop.journal, target)
+        verified, note = _verify_at_end(target, loop, summary, left, executor_obj is None)
+        summary = dataclasses.replace(summary, verified=verified, verify_note=note,
+                                      spend=spend.of_journal(loop.journal, target))
         if words := tidy_trees(target, [s.name for s in loop.executor.slots]).words():
             loop.emit("tidy", words)
         return summary
 
 
 def _verify_at_end(target: Target, loop: Loop, summary: Summary, left_s: float | None,
-                   own_executor: bool) -> None:
-    """Measure the baseline against the final best when the run ends, if it may.
+                   own_executor: bool) -> tuple[dict[str, Any] | None, str]:
+    """Measure the baseline against the final best when the run ends, if it may: the
+    measurement (None without one) and why there is none ('' when there is, or nothing new
+    was kept).
 
     Not when ``[run] verify = false``, the run failed or was stopped, nothing new was kept,
     the executor was handed in (it is closed: a verification needs one of its own), or the
@@ -173,41 +186,45 @@ def _verify_at_end(target: Target, loop: Loop, summary: Summary, left_s: float |
     journal = loop.journal
     done = verify_mod.current(journal)
     if done is not None:
-        summary.verified = done.as_dict()
-        return
-    why = verify_mod.pending(journal)
+        return done.as_dict(), ""
+    if verify_mod.pending(journal):
+        return None, ""  # nothing kept: there is no total improvement to verify
+    why = _why_not_verify(target, loop, summary, left_s, own_executor)
     if why:
-        return  # nothing kept: there is no total improvement to verify
-    if not target.run.verify:
-        why = "[run] verify = false; `assay verify` measures it"
-    elif summary.failed:
-        why = "the run failed; `assay verify` measures it once the target is fixed"
-    elif loop.stopped_early:
-        why = "the run was stopped; `assay verify` measures it"
-    elif not own_executor:
-        why = "the run was given its executor; `assay verify` measures it"
-    elif left_s is not None:
-        est = verify_mod.estimate_s(journal, target)
-        if left_s <= 0 or (est is not None and est > left_s):
-            why = (f"the time budget leaves {max(0.0, left_s) / 60:.1f} min, a verification "
-                   + (f"may take {est / 60:.1f} min" if est is not None else "needs more")
-                   + "; `assay verify` measures it")
-    if why:
-        summary.verify_note = why
         loop.emit("verify", f"the final best is not verified: {why}")
-        return
+        return None, why
     try:
         # the comparison's own lines (its e0001, its calibration) are shown with -v only:
         # without it they would read like the run's own experiments
         v = verify_mod.verify(target, journal, report=lambda m: loop.emit("verify", m.strip()),
                               detail=lambda m: loop.emit("verify-step", m.strip()))
     except AssayError as exc:
-        summary.verify_note = f"the verification failed: {exc}"
-        loop.emit("warn", summary.verify_note)
-        return
-    summary.verified = v.as_dict()
+        note = f"the verification failed: {exc}"
+        loop.emit("warn", note)
+        return None, note
     loop.emit("verify", f"verified: the final best against the baseline: {v.state}, effect "
                         f"{_pct(v.effect)} [{_pct(v.lo)}, {_pct(v.hi)}] over {v.pairs} pairs")
+    return v.as_dict(), ""
+
+
+def _why_not_verify(target: Target, loop: Loop, summary: Summary, left_s: float | None,
+                    own_executor: bool) -> str:
+    """Why the run's end does not verify its final best ('' when it may)."""
+    if not target.run.verify:
+        return "[run] verify = false; `assay verify` measures it"
+    if summary.failed:
+        return "the run failed; `assay verify` measures it once the target is fixed"
+    if loop.stopped_early:
+        return "the run was stopped; `assay verify` measures it"
+    if not own_executor:
+        return "the run was given its executor; `assay verify` measures it"
+    if left_s is not None:
+        est = verify_mod.estimate_s(loop.journal, target)
+        if left_s <= 0 or (est is not None and est > left_s):
+            return (f"the time budget leaves {max(0.0, left_s) / 60:.1f} min, a verification "
+                    + (f"may take {est / 60:.1f} min" if est is not None else "needs more")
+                    + "; `assay verify` measures it")
+    return ""
 
 
 def _pct(v: float | None) -> str:
@@ -313,8 +330,6 @@ def _unreproduced(journal: Journal, kept: Sequence[Experiment]) -> str:
 
 def _speed(journal: Journal, target: Target, slot: str, inc: Any) -> dict[str, Any]:
     """The incumbent's metric on one slot (one GPU): median of its latest runs there."""
-    import statistics
-
     vals = journal.recent_incumbent_values(slot, target.metric.name, inc.commit) if inc else ()
     return {"incumbent_value": statistics.median(vals) if vals else None,
             "incumbent_runs": len(vals)}

@@ -16,6 +16,7 @@ import math
 import statistics
 from collections.abc import Callable
 
+from . import stats
 from .config import Target
 from .executors.base import Executor
 from .journal import Journal
@@ -30,8 +31,20 @@ from .model import (
     RunStatus,
     as_pairs,
 )
+from .stats import expensive
 from .stats.calibrate import state_of
-from .stats.noise import delta_moved, delta_reason
+from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
+from .stats.noise import (
+    WINDOW,
+    block_samples,
+    block_scale,
+    changes,
+    delta_moved,
+    delta_reason,
+    describe,
+    track,
+    window_counts,
+)
 
 CAL = "cal"  # the experiment id of A/A calibration blocks
 
@@ -51,6 +64,14 @@ class Calibration:
         self.done = False  # the start-up calibration is in (or none was asked for)
         self.fresh: set[str] = set()  # slots that appeared after calibration, measuring noise
         self._slot_names: tuple[str, ...] = ()  # the slots seen at the last dispatch
+
+    @property
+    def delta(self) -> float:
+        """The effective δ: calibrated, else the configured one."""
+        cal = self.journal.calibration()
+        if cal is None or cal.delta is None:
+            return float(self.target.decision.delta)
+        return float(cal.delta)
 
     def resume(self) -> None:
         """A journal that holds a calibration needs none again."""
@@ -82,17 +103,13 @@ class Calibration:
         cal = self.journal.calibration()
         if cal is None or self.target.decision.aa_blocks <= 0:
             return
-        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
-
         known = {*cal.noise, *cal.quarantined, *self.journal.noise_samples()}
         pending = {b.prefer_slot for b in self.journal.blocks(
             CAL, states=(BlockState.QUEUED, BlockState.RUNNING))}
         pairs = self.target.decision.pairs_per_block
         per_slot = max(self.target.decision.aa_blocks, -(-AA_PAIRS // max(1, pairs)))
         if self.target.decision.rule == "expensive":
-            from .stats.expensive import CALIBRATION_PAIRS
-
-            per_slot, pairs = 1, CALIBRATION_PAIRS
+            per_slot, pairs = 1, expensive.CALIBRATION_PAIRS
         for slot in self.executor.slots:
             if slot.name in pending:  # queued earlier (before a restart)
                 self.fresh.add(slot.name)
@@ -143,15 +160,6 @@ class Calibration:
     def _track(self, result: BlockResult) -> None:
         """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
         follow the current estimate, and every change is reported with its reason."""
-        from .stats.noise import (
-            WINDOW,
-            block_samples,
-            block_scale,
-            changes,
-            describe,
-            track,
-        )
-
         cal = self.journal.calibration()
         if cal is None or not result.slot:
             return
@@ -203,16 +211,12 @@ class Calibration:
             return
         if self.journal.blocks(CAL):
             return  # already queued (or resumed)
-        from .stats.noise import CALIBRATION_PAIRS as AA_PAIRS
-
         inc = self.incumbent()
         pairs = self.target.decision.pairs_per_block
         slots = self.executor.slots
         if self.target.decision.rule == "expensive":
             # two incumbent runs per slot at most; they are the slot's first history
-            from .stats.expensive import CALIBRATION_PAIRS  # scipy: only when used
-
-            per_slot, pairs = 1, CALIBRATION_PAIRS
+            per_slot, pairs = 1, expensive.CALIBRATION_PAIRS
             why = ("the expensive rule runs one A/A block per slot, its runs the slot's first "
                    "history")
         else:
@@ -246,9 +250,6 @@ class Calibration:
             return
         if any(b.state in (BlockState.QUEUED, BlockState.RUNNING) for b in blocks):
             return
-        from . import stats
-        from .stats.noise import window_counts
-
         aa: dict[str, list[Pair]] = {}
         for b in blocks:
             runs = self.journal.runs(block_id=b.id)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .config import MetricSpec, Target
 from .journal import Journal
-from .loop import progress
+from .loop_progress import progress
 from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")

@@ -12,21 +12,22 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .config import Target
 from .errors import AssayError
+from .executors.base import Executor
 from .git import git
+from .journal import JOURNAL_NAME, Journal
 from .journal_records import SessionRecord
+from .lock import RunLock
 from .model import ExperimentState, Incumbent
+from .repository import Repository
+from .worker import SlotTrees, check_incumbent
+from .workspace import Workspace
 
-if TYPE_CHECKING:
-    from .config import Target
-    from .executors.base import Executor
-    from .journal import Journal
-    from .loop import Loop
-    from .repository import Repository
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -49,46 +50,53 @@ _UNFINISHED = (ExperimentState.PROPOSED, ExperimentState.QUEUED, ExperimentState
                ExperimentState.MEASURED)
 
 
-def begin(loop: Loop, options: SessionOptions) -> int:
+def _incumbent(journal: Journal) -> Incumbent:
+    inc = journal.incumbent()
+    if inc is None:
+        raise AssayError("the journal has no incumbent; call start() first")
+    return inc
+
+
+def begin(target: Target, journal: Journal, ws: Repository, executor: Executor,
+          options: SessionOptions, say: Callable[[str, str], None]) -> int:
     """Record the session and announce (or follow, with ``from_head``) a new user commit.
 
     Returns the number of experiments before this session: its budget counts the rest. A
     session that was interrupted (killed, or stopped with experiments unfinished) is
     resumed, budget included, rather than started anew.
     """
-    journal, ws = loop.journal, loop.ws
     past = journal.sessions()
     if past and (not past[-1].ended or journal.experiments(list(_UNFINISHED))):
         last = dataclasses.replace(past[-1], ended=None)
         journal.set_sessions([*past[:-1], last])
-        loop.emit("session", f"resuming session {last.n} ({last.name}), which was "
-                             "interrupted; its budget counts from where it began")
+        say("session", f"resuming session {last.n} ({last.name}), which was "
+                       "interrupted; its budget counts from where it began")
         return int(last.experiments_before)
     head = ws.head()
-    inc = loop.incumbent
+    inc = _incumbent(journal)
     last_head = past[-1].user_head if past else journal.base_commit()
-    root = loop.target.root
+    root = target.root
     contained = head == inc.commit or _is_ancestor(root, head, inc.commit)
     subject = _subject(root, head)
     if options.from_head and not contained:
-        loop.emit("session", f"starting from your branch's HEAD {head[:12]} ({subject})")
-        from_head(loop, head)
+        say("session", f"starting from your branch's HEAD {head[:12]} ({subject})")
+        from_head(target, journal, ws, executor, head, say)
     elif options.from_head:
-        loop.emit("session", f"the incumbent already holds your HEAD {head[:12]}; continuing")
+        say("session", f"the incumbent already holds your HEAD {head[:12]}; continuing")
     elif last_head and head != last_head and not contained:
-        loop.emit("session", f"your branch has a new commit since the last session: "
-                             f"{head[:12]} ({subject}); this session continues from the "
-                             f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
-                             "starts from the new commit instead")
+        say("session", f"your branch has a new commit since the last session: "
+                       f"{head[:12]} ({subject}); this session continues from the "
+                       f"last incumbent {inc.commit[:12]}; `assay run --from-head` "
+                       "starts from the new commit instead")
     journal.set_run_name(ws.run_name)
     before = journal.count_experiments()
     record = SessionRecord(n=len(past) + 1, name=ws.run_name, started=time.time(),
-                           user_head=head, incumbent=loop.incumbent.commit,
+                           user_head=head, incumbent=_incumbent(journal).commit,
                            experiments_before=before)
     journal.set_sessions([*past, record])
     if len(past):
-        loop.emit("session", f"session {record.n} ({ws.run_name}); its budget counts only "
-                             "its own experiments")
+        say("session", f"session {record.n} ({ws.run_name}); its budget counts only "
+                       "its own experiments")
     return before
 
 
@@ -99,45 +107,38 @@ def end(journal: Journal) -> None:
         journal.set_sessions([*past[:-1], dataclasses.replace(past[-1], ended=time.time())])
 
 
-def from_head(loop: Loop, head: str) -> None:
+def from_head(target: Target, journal: Journal, ws: Repository, executor: Executor,
+              head: str, say: Callable[[str, str], None]) -> None:
     """Make ``head`` plus the kept changes it lacks the incumbent; re-check each replay."""
-    journal, ws = loop.journal, loop.ws
-    inc = loop.incumbent
+    inc = _incumbent(journal)
     tip = head
     kept = [e for e in journal.experiments([ExperimentState.KEPT]) if e.commit]
     params = dict(inc.params)
     last_id: str | None = None
     for e in kept:
         assert e.commit is not None
-        if _is_ancestor(loop.target.root, e.commit, head):
+        if _is_ancestor(target.root, e.commit, head):
             continue
         try:
             new = ws.commit_candidate(tip, e.candidate.patch, params,
                                       f"assay {e.id} (replayed on {head[:12]}): "
                                       f"{e.candidate.hypothesis}")
         except AssayError as exc:
-            loop.emit("warn", f"{e.id} does not apply on {head[:12]} and is left out: {exc}")
+            say("warn", f"{e.id} does not apply on {head[:12]} and is left out: {exc}")
             continue
-        why = recheck(loop, Incumbent(new, params, e.id))
+        why = preflight(target, ws, executor, Incumbent(new, params, e.id))
         if why:
-            loop.emit("warn", f"{e.id} replayed on {head[:12]} fails its checks and is left "
-                              f"out: {why.splitlines()[0]}")
+            say("warn", f"{e.id} replayed on {head[:12]} fails its checks and is left "
+                        f"out: {why.splitlines()[0]}")
             continue
         tip, last_id = new, e.id
-        loop.emit("session", f"replayed {e.id} on {head[:12]} as {new[:12]} (checks pass)")
-    git(["update-ref", f"refs/heads/{ws.branch}", tip], loop.target.root)
+        say("session", f"replayed {e.id} on {head[:12]} as {new[:12]} (checks pass)")
+    git(["update-ref", f"refs/heads/{ws.branch}", tip], target.root)
     journal.set_incumbent(Incumbent(tip, params, last_id))
-
-
-def recheck(loop: Loop, inc: Incumbent) -> str:
-    return preflight(loop.target, loop.ws, loop.executor, inc)
 
 
 def preflight(target: Target, ws: Repository, executor: Executor, inc: Incumbent) -> str:
     """Build the incumbent on the first slot and run its checks; '' or why not."""
-    from .worker import SlotTrees, check_incumbent
-    from .workspace import Workspace
-
     if target.checks is None or not executor.slots or not isinstance(ws, Workspace):
         return ""  # no checks, or a repository without git (a simulation)
     slot = executor.slots[0]
@@ -158,9 +159,6 @@ def holding_branch(root: Path, commit: str, fallback: str) -> str:
 
 def reset(target: Target) -> list[str]:
     """Archive the journal and logs, remove slot worktrees and run branches; what was done."""
-    from .journal import JOURNAL_NAME, Journal
-    from .lock import RunLock
-
     state = target.state_dir
     lock = RunLock(state / "run.lock")
     lock.acquire()  # refuses while a run is live

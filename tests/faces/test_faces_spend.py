@@ -16,7 +16,7 @@ import pytest
 from assay import api
 from assay.faces import mcp
 from assay.journal import Journal
-from assay.loop import Summary
+from assay.loop_progress import Summary
 from assay.model import Candidate, ExperimentState
 from assay.usage import Usage
 from tests.proposers.proposer_helpers import APP, LLMServer, Reply, config_text, make_repo

@@ -32,7 +32,7 @@ from assay.faces.terminal import (
     print_hypotheses,
     print_row,
 )
-from assay.loop import Summary
+from assay.loop_progress import Summary
 from assay.model import Direction, Experiment
 from tests.conftest import patch_work
 

@@ -44,7 +44,7 @@ import assay.api as api
 from assay import process
 from assay.hooks import Hooks
 from assay.journal import Journal
-from assay.loop import Loop
+from assay.loop_outcomes import Outcomes
 from assay.workspace import Workspace
 
 FASTER_LOOP = """\
@@ -147,12 +147,12 @@ def _arm(point: str, nth: int, rng: random.Random) -> None:
         setattr(owner, attr, wrapped)
 
     before(ListProposer, "propose", "propose")          # during a proposal
-    before(Loop, "_queue_first", "queue")               # experiment stored, block not yet
+    before(Outcomes, "queue_first", "queue")            # experiment stored, block not yet
     after(Journal, "lease_block", "lease", bool)        # leased, not yet submitted
     after(Journal, "record_block", "record", bool)      # results stored, not yet decided
     before(Journal, "set_decision", "decide")           # during a decision
     after(Workspace, "commit_candidate", "commit")      # branch moved, journal not yet
-    before(Loop, "_finish_tell", "finish")              # decided, hooks/proposer not yet
+    before(Outcomes, "told", "finish")                  # decided, hooks/proposer not yet
     before(Hooks, "_run", "hook")                       # hook recorded pending, not run
 
     orig_run = process.run

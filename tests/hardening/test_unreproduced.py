@@ -26,7 +26,7 @@ from assay.faces import report
 from assay.faces.terminal import RunPrinter
 from assay.finalize import command
 from assay.finalize.run import finalize
-from assay.loop import Summary
+from assay.loop_progress import Summary
 from assay.model import Candidate, Decision, Direction, Experiment, ExperimentState, Verdict
 
 BENCH = """\

@@ -22,7 +22,7 @@ from ..config import Target
 from ..export import experiment_dict, shown_value
 from ..journal import JOURNAL_NAME, Journal
 from ..journal_records import CalibrationRecord
-from ..loop import progress as run_progress
+from ..loop_progress import progress as run_progress
 from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
 from ..sessions import holding_branch
 from ..usage import Spent

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..chain import words as chain_words
 from ..journal import peek_count
-from ..loop import Summary
+from ..loop_progress import Summary
 from ..model import Direction, Experiment
 from ..strictjson import dumps
 from ..verify import compounded, unreproduced
