@@ -41,6 +41,7 @@ from .paramdiff import params_diff
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
+from .registry import RESEARCH_RERANK, resolve
 from .sessions import SessionOptions, holding_branch
 from .sessions import reset as reset_target
 from .tidy import tidy_trees
@@ -73,10 +74,8 @@ def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str
 def _rerank_research(target: Target, journal: Journal) -> None:
     """Research re-ranks its brief on what the last wave of experiments showed (the loop's
     hook before each proposal). Research loads on the first proposal, not with api: a core
-    verb (``assay status``) starts without it."""
-    from .research import after_wave
-
-    after_wave(target, journal)
+    verb (``assay status``) starts without it: the registry names it and loads it on use."""
+    resolve(RESEARCH_RERANK)(target, journal)
 
 
 @contextlib.contextmanager

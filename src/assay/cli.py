@@ -11,10 +11,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import api, keys
+from . import __version__, api, keys
 from .cli_exit import err, fail
 from .errors import AssayError
-from .faces.terminal import UNPAIRED, number, paired_words, pct, plural, print_spend, ratio_words
+from .faces.terminal import (
+    UNPAIRED,
+    RunPrinter,
+    finished_in,
+    number,
+    paired_words,
+    pct,
+    plural,
+    print_blocks,
+    print_log,
+    print_open,
+    print_platforms,
+    print_spend,
+    print_table,
+    ratio_words,
+)
+from .journal_records import Fingerprint
 from .model import Direction
 from .registry import PROPOSERS
 from .strictjson import dumps
@@ -34,8 +50,6 @@ _STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "cra
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
-
         typer.echo(f"assay {__version__}")
         raise typer.Exit()
 
@@ -105,8 +119,6 @@ def run(root: Path = ROOT, config: str | None = CONFIG,
     seconds, hypothesis); -v adds blocks and re-measurements; --json streams the same as
     JSON lines. Ctrl-C stops cleanly (running blocks are measured again on resume), exit 130.
     """
-    from .faces.terminal import RunPrinter, finished_in
-
     try:
         target = api.load(root, config, slots=slots, proposer=proposer, budget=budget)
     except AssayError as exc:
@@ -170,8 +182,6 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
-    from .faces.terminal import print_open
-
     print_open(console, [(e["id"], e["decision"]["effect"], e["decision"]["lo"],
                           e["decision"]["hi"], e["decision"]["reason"], e["hypothesis"])
                          for e in st["open"]])
@@ -221,8 +231,6 @@ def log(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON,
         oldest: bool = typer.Option(False, "--oldest", help="Oldest first (default: newest)."),
         ) -> None:
     """Experiments, one line each, newest first (page with --limit/--offset)."""
-    from .faces.terminal import print_log
-
     if (limit is not None and limit < 0) or offset < 0:
         fail(AssayError(f"--limit {limit} / --offset {offset}: both must be >= 0"))
     try:
@@ -258,8 +266,6 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     if data.get("spent_words"):
         console.print(f"model calls: {escape(data['spent_words'])}", highlight=False)
     if data.get("fingerprint"):
-        from .journal_records import Fingerprint
-
         fp_lines = Fingerprint.from_dict(data["fingerprint"]).lines()
         console.print("measured on: " + escape("\n  ".join(fp_lines)), highlight=False)
     # Blocks against more than one incumbent: a keep moved it while this one was measured.
@@ -275,8 +281,6 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
                       highlight=False)
-    from .faces.terminal import print_blocks, print_platforms, print_table
-
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
         print_platforms(console, final)

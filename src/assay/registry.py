@@ -123,3 +123,8 @@ REVIEWERS: Registry[Callable[..., Any]] = Registry(
     Entry("agent", "a coding-agent CLI reviews a checkout",
           "assay.finalize.review:agent_reviewer"),
 )
+
+
+# the loop's hook before each proposal: research re-ranks its brief on what the last wave of
+# experiments showed (named, so that a core verb starts without loading research)
+RESEARCH_RERANK = "assay.research.rerank:after_wave"
