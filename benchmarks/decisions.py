@@ -20,7 +20,7 @@ trial uses the same noise whichever rule asks for it.
 * **log-normal**: run times multiplied by a right-skewed log-normal factor (shape 0.8,
   sd 3%): most runs a little faster than average, a few much slower.
 
-assay is driven by :class:`assay.simulate.Session`: start-up A/A calibration on every slot,
+assay is driven by :class:`assay.planning.simulate.Session`: start-up A/A calibration on every slot,
 the noise tracker after every block, the rule's blocks, confirmations on another slot.
 A session is measured whole: ``--session`` experiments (20 by default; 12 in the
 mid-session scenario) run back to back after one calibration, sharing it and the noise
@@ -60,9 +60,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sst
 
-from assay.config import DecisionSpec
+from assay.config.spec import DecisionSpec
 from assay.model import Direction, Verdict
-from assay.simulate import Session
+from assay.planning.simulate import Session
 
 DELTA = 0.0075
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=80, min_pairs=2,

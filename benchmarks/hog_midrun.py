@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent / "examples" / "quickstart"))
 from demo import prepare  # noqa: E402
 
 from assay import api  # noqa: E402
-from assay.config import Target  # noqa: E402
+from assay.config.spec import Target  # noqa: E402
 from assay.model import ExperimentState  # noqa: E402
 
 HOG = "while True:\n    pass\n"

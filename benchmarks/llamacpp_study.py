@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from assay.compare import compare_outputs  # noqa: E402  (the repository's own package)
+from assay.bench.outputs import compare_outputs  # noqa: E402  (the repository's own package)
 
 PATCHES = ROOT / "examples" / "llamacpp" / "patches"
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay.config import Target, parse
+from assay.config.spec import Target, parse
 from assay.executors.function import FunctionExecutor, values
 from assay.model import Candidate, Slot
 from assay.proposers.base import ProposalContext, Proposer

@@ -22,8 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay import api, config
-from assay.journal import Journal
+from assay import api
+from assay.config import spec as config
+from assay.journal.store import Journal
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -36,7 +37,7 @@ from assay.model import (
     RunStatus,
     Verdict,
 )
-from assay.workspace import Workspace, hash_paths
+from assay.repo.workspace import Workspace, hash_paths
 
 CONFIG = """\
 [metric]

@@ -30,8 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from assay.config import load  # noqa: E402
-from assay.journal import Journal  # noqa: E402
+from assay.config.spec import load  # noqa: E402
+from assay.journal.store import Journal  # noqa: E402
 from assay.research import ResearchHypothesis, run_research  # noqa: E402
 
 PACKAGE = "llama-cpp-python"

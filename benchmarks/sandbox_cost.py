@@ -1,7 +1,7 @@
 """What the sandbox costs per run: the quickstart's bench, sandbox on vs off, interleaved.
 
 Copies ``examples/quickstart`` into a fresh git repository (as ``make demo`` does), makes one
-slot tree, and runs its benchmark there through :func:`assay.process.run` in ABBA order
+slot tree, and runs its benchmark there through :func:`assay.bench.process.run` in ABBA order
 (A: in the sandbox the run would get, B: without), ``--rounds`` times, in one session; also
 ``true`` the same way, which is the sandbox's cost alone. Prints the median wall time per
 run of each, and their difference.
@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay import api, contain, process, sandbox
-from assay.workspace import Workspace
+from assay import api, sandbox
+from assay.bench import contain, process
+from assay.repo.workspace import Workspace
 
 HERE = Path(__file__).resolve().parent
 QUICKSTART = HERE.parent / "examples" / "quickstart"

@@ -32,10 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay import config
+from assay.config import spec as config
 from assay.executors.base import Executor
 from assay.model import Block, BlockKind, Candidate, Incumbent
-from assay.workspace import Workspace
+from assay.repo.workspace import Workspace
 
 BENCH = """\
 import os

@@ -2,7 +2,7 @@
 
 A copy of ``examples/quickstart`` is made a git repository with two worktrees (the
 incumbent's and the candidate's, as a slot holds them) and a bytecode folder each; then,
-per simulated run, the two checks a block makes around every run (:class:`assay.treestate.
+per simulated run, the two checks a block makes around every run (:class:`assay.repo.treestate.
 Guard`: the wait before it, and the run itself in its own tree) are timed. Prints the
 median and 90th percentile in milliseconds, beside a print's size.
 
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from assay import treestate
+from assay.repo import treestate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 

@@ -38,8 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from assay.journal import Journal
-from assay.journal_records import CalibrationRecord
+from assay.journal.store import Journal
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -52,6 +51,7 @@ from assay.model import (
     RunStatus,
     Verdict,
 )
+from assay.records import CalibrationRecord
 
 BUILT = "built-2"  # the builder's version: a journal cached by an older one is built again
 CACHE = Path(os.environ.get("ASSAY_VOLUME_CACHE", Path.home() / ".cache" / "assay-volume"))

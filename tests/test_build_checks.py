@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from assay import api
-from assay.checks import failing_tests
-from assay.compare import compare_outputs
+from assay.bench.checks import failing_tests
+from assay.bench.outputs import compare_outputs
 from assay.faces.data import experiment_data
 from assay.finalize.run import finalize
-from assay.workspace import rewrite_assignment
+from assay.repo.workspace import rewrite_assignment
 
 from .conftest import TinyFactory, git, patch_work
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
+CLI = [sys.executable, "-c", "from assay.cli.app import main; main()"]
 
 
 def cli(*args: str, columns: int = 40, cwd: Path | None = None
@@ -41,7 +41,7 @@ class Block:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Block())
-from assay.cli import main
+from assay.cli.app import main
 sys.argv = ["assay", *sys.argv[2:]]
 main()
 """
@@ -64,16 +64,16 @@ def test_every_command_is_registered() -> None:
 LOADED = """
 import sys
 sys.argv = ["assay", *sys.argv[1:]]
-import assay.cli
-print(",".join(m for m in ("assay.research", "assay.finalize", "assay.plan",
-                           "assay.faces.commands") if m in sys.modules))
+import assay.cli.app
+print(",".join(m for m in ("assay.research", "assay.finalize", "assay.planning.plan",
+                           "assay.cli.faces") if m in sys.modules))
 """
 
 
 @pytest.mark.parametrize("argv, loaded", [
     (["status", "-C", "."], ""), (["--debug", "log"], ""),
-    (["--help"], "assay.research,assay.finalize,assay.plan,assay.faces.commands"),
-    (["report", "--help"], "assay.research,assay.finalize,assay.plan,assay.faces.commands"),
+    (["--help"], "assay.research,assay.finalize,assay.planning.plan,assay.cli.faces"),
+    (["report", "--help"], "assay.research,assay.finalize,assay.planning.plan,assay.cli.faces"),
 ])
 def test_a_core_verb_starts_without_loading_the_subsystems(argv: list[str], loaded: str) -> None:
     r = subprocess.run([sys.executable, "-c", LOADED, *argv], capture_output=True, text=True,
@@ -83,15 +83,15 @@ def test_a_core_verb_starts_without_loading_the_subsystems(argv: list[str], load
 
 
 def test_a_command_that_fails_to_load_says_so_and_shows_its_traceback_under_debug() -> None:
-    r = blocked_cli("assay.research.command", "research", "-C", ".")
+    r = blocked_cli("assay.cli.research", "research", "-C", ".")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "the `research` command could not be loaded" in r.stderr
-    assert "No module named 'assay.research.command'" in r.stderr
+    assert "No module named 'assay.cli.research'" in r.stderr
     assert "assay --debug research" in r.stderr and "Traceback" not in r.stderr
-    d = blocked_cli("assay.research.command", "--debug", "research")
+    d = blocked_cli("assay.cli.research", "--debug", "research")
     assert d.returncode == 2 and "Traceback (most recent call last)" in d.stderr, d.stderr
     assert "could not be loaded" in d.stderr
-    listed = blocked_cli("assay.research.command", "--help")
+    listed = blocked_cli("assay.cli.research", "--help")
     assert listed.returncode == 0 and "could not be loaded" in listed.stdout  # still listed
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.config import load, parse
+from assay.config.spec import load, parse
 from assay.errors import ConfigError
 
 FILE = "conf/assay.toml"

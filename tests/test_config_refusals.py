@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import TinyFactory, git
 
-CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
+CLI = [sys.executable, "-c", "from assay.cli.app import main; main()"]
 
 
 def _run_cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assay import api, contain
-from assay.cli import app
+from assay import api
+from assay.bench import contain
+from assay.cli.app import app
 from assay.errors import ExecutorError
 
 from .conftest import TinyFactory

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from assay.config import DecisionSpec, MetricSpec
-from assay.decide import (
+from assay.config.spec import DecisionSpec, MetricSpec
+from assay.decision.next_step import (
     MAX_EXECUTOR_RETRIES,
     MAX_RERUNS,
     BlockEvidence,
@@ -25,9 +25,9 @@ from assay.decide import (
     decide_next,
     run_limit,
 )
-from assay.decision import DecisionContext, FixedPairs
+from assay.decision.rule import DecisionContext, FixedPairs
+from assay.decision.stats import SequentialRule
 from assay.model import BlockKind, Direction, Incumbent, Role, RunResult, RunStatus, Verdict
-from assay.stats import SequentialRule
 
 INC = Incumbent("a" * 40)
 MOVED = Incumbent("b" * 40, experiment_id="e0002")
@@ -162,7 +162,7 @@ def test_a_candidate_with_no_usable_run_is_finished(status: RunStatus, crashed: 
 def test_a_run_a_watch_condition_stopped_ends_the_experiment_as_crashed() -> None:
     # an ordinary crash after good runs is measured again; an early stop is not: the
     # candidate was seen doing something useless, and each retry costs a run
-    from assay.worker import early_stop_reason
+    from assay.bench.worker import early_stop_reason
 
     good = block("b1", CLEAN_WIN)
     crash = RunResult("b2-r1", "b2", "e0001", Role.CANDIDATE, 1, RunStatus.CRASHED, {},
@@ -182,7 +182,7 @@ def test_a_slow_stop_against_an_older_incumbent_run_is_measured_again_once() -> 
     # "slower than the incumbent" compares with the incumbent's latest run on the slot: when
     # that run is from an earlier block the machine may have got busier since, so the
     # candidate is measured again right after a fresh incumbent run; slow again: crashed
-    from assay.worker import early_stop_reason
+    from assay.bench.worker import early_stop_reason
 
     why = early_stop_reason("tokens_per_second < 0.2 * incumbent (tokens_per_second = 150, "
                             "limit 200, 3 lines in a row)", 4.0, 45.0, 300.0)

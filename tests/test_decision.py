@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from assay.config import DecisionSpec, MetricSpec
-from assay.decision import DecisionContext, FixedPairs, guards_hold, signed_log_ratios
+from assay.config.spec import DecisionSpec, MetricSpec
+from assay.decision.rule import DecisionContext, FixedPairs, guards_hold, signed_log_ratios
 from assay.model import Direction, Pair, Role, RunResult, RunStatus, Verdict
 
 

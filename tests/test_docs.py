@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from assay.cli import app
+from assay.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from assay import config
+from assay.config import spec as config
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -19,7 +19,7 @@ def test_example_config_loads(name: str) -> None:
 
 
 def test_llamacpp_recipe_reads_llama_bench_json() -> None:
-    from assay.metrics import read_metric
+    from assay.bench.metrics import read_metric
 
     target = config.load(EXAMPLES / "llamacpp")
     out = ('[{"model_type": "llama 7B Q4_0", "n_prompt": 512, "n_gen": 0, '

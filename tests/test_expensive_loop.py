@@ -11,7 +11,7 @@ import statistics
 from typer.testing import CliRunner
 
 from assay import api
-from assay.cli import app
+from assay.cli.app import app
 
 from .conftest import TinyFactory, git, patch_work
 

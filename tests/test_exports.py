@@ -21,7 +21,7 @@ import pytest
 
 from assay import api
 from assay.faces.data import status_data
-from assay.journal import Journal
+from assay.journal.store import Journal
 
 from .conftest import TinyFactory, git, patch_work
 

@@ -94,8 +94,8 @@ def test_the_pipelines_base_is_examples_gpt_with_the_knobs_written_in(tmp_path: 
     assert git(repo, "log", "--format=%s").splitlines() == [
         "examples/gpt: TIME_BUDGET = 30.0, MATRIX_LR = 0.04"]
     # the session reads its base's values from that file: the grid skips the base's point
-    from assay.config import load
-    from assay.workspace import held_params
+    from assay.config.spec import load
+    from assay.repo.workspace import held_params
 
     target = load(repo)
     held = held_params(target.params, {}, lambda p: (repo / p).read_text())

@@ -7,9 +7,10 @@ import platform
 
 from typer.testing import CliRunner
 
-from assay import api, fingerprint, hardware
-from assay.cli import app
-from assay.journal import Journal
+from assay import api, hardware
+from assay.bench import fingerprint
+from assay.cli.app import app
+from assay.journal.store import Journal
 
 from .conftest import TinyFactory, patch_work
 

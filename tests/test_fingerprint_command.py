@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from assay import api
-from assay.fingerprint import extra_from_command
+from assay.bench.fingerprint import extra_from_command
 
 from .conftest import TinyFactory
 
@@ -34,7 +34,7 @@ def test_a_failing_command_is_recorded_not_fatal(tmp_path: Path) -> None:
 
 
 def test_gpt_example_declares_its_fingerprint_command() -> None:
-    import assay.config as config
+    import assay.config.spec as config
 
     target = config.load(Path(__file__).resolve().parents[1] / "examples" / "gpt")
     assert target.env.fingerprint == "python prepare.py --fingerprint"

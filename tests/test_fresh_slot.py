@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from assay.config import parse
+from assay.config.spec import parse
+from assay.decision.stats.noise import CALIBRATION_PAIRS
 from assay.executors.function import FunctionExecutor, values
 from assay.model import Block, BlockKind, BlockResult, Candidate, ExperimentState, Slot
-from assay.stats.noise import CALIBRATION_PAIRS
 from assay.testing import ROOT_COMMIT, memory_loop
 
 CONFIG = """\

@@ -87,7 +87,7 @@ def test_tiny_run_prints_the_contract(tiny_cache: Path) -> None:
     assert 0 < float(vals["epochs"]) < 1
     assert vals["recompiles"] == "0"
     # assay's own reader sees the same block
-    from assay.metrics import parse_summary_block
+    from assay.bench.metrics import parse_summary_block
 
     readings = parse_summary_block(out)
     assert float(readings["val_bpb"][0].raw) == pytest.approx(float(vals["val_bpb"]))
@@ -221,7 +221,7 @@ def test_failfast_unit(prep: Any) -> None:
 
 
 def test_nan_stops_the_run_within_seconds(tiny_cache: Path, tmp_path: Path) -> None:
-    from assay.workspace import rewrite_assignment
+    from assay.repo.workspace import rewrite_assignment
 
     for name in ("prepare.py", "train.py"):
         shutil.copy(EXAMPLE / name, tmp_path / name)
@@ -238,8 +238,8 @@ def test_nan_stops_the_run_within_seconds(tiny_cache: Path, tmp_path: Path) -> N
 
 
 def test_config_params_are_single_assignments() -> None:
-    import assay.config as config
-    from assay.workspace import rewrite_assignment
+    import assay.config.spec as config
+    from assay.repo.workspace import rewrite_assignment
 
     target = config.load(EXAMPLE)
     assert target.metric.name == "val_bpb" and target.metric.reader == "summary_block"
@@ -265,8 +265,8 @@ def test_h200_session_config_sweeps_train_py(tmp_path: Path, name: str,
                                               knobs: set[str]) -> None:
     # benchmarks/karpathy/*session.toml are the configs of the H200 sessions in gpt_h200.md:
     # each must load beside a copy of examples/gpt and every grid point must rewrite train.py.
-    import assay.config as config
-    from assay.workspace import rewrite_assignment
+    import assay.config.spec as config
+    from assay.repo.workspace import rewrite_assignment
 
     for f in EXAMPLE.iterdir():
         if f.is_file():

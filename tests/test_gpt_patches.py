@@ -88,7 +88,7 @@ def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert re.search(SAYS[name], out, re.MULTILINE), out[:2000]
-    from assay.metrics import parse_summary_block
+    from assay.bench.metrics import parse_summary_block
 
     readings = parse_summary_block(out)
     for key in CONTRACT:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
+from assay.decision.stats.heterogeneity import heterogeneity
 from assay.model import Direction, Pair
-from assay.stats.heterogeneity import heterogeneity
 
 
 def _pairs(effects: dict[str, float], n: int, noise: float, rng: random.Random,

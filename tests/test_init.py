@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from assay.config import parse
+from assay.config.spec import parse
 from assay.errors import ConfigError
-from assay.init import (
+from assay.init.write import (
     InitPlan,
     apply_answers,
     ask_plan,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import parse
-from assay.init import detect
+from assay.config.spec import parse
+from assay.init.write import detect
 
 from .conftest import git, make_repo
 

@@ -11,8 +11,9 @@ from typing import TypeVar
 import pytest
 
 from assay.errors import JournalError
-from assay.journal import Journal, peek_count
-from assay.journal_schema import MIGRATIONS
+from assay.journal.schema import MIGRATIONS
+from assay.journal.seal import triggers as seal_triggers
+from assay.journal.store import Journal, peek_count
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -24,7 +25,6 @@ from assay.model import (
     RunResult,
     RunStatus,
 )
-from assay.seal import triggers as seal_triggers
 
 T = TypeVar("T")
 
@@ -160,7 +160,7 @@ def test_block_noise_lives_on_its_block_and_an_older_journal_moves_it_there(
     after each block); migration 0008 moves a journal's old entry into the column."""
     import json
 
-    from assay import seal
+    from assay.journal import seal
 
     path = _filled(tmp_path)
     j = Journal.open(path)
@@ -352,7 +352,7 @@ def test_the_cli_reports_a_tampered_journal_in_one_line(tmp_path: Path) -> None:
     journal = state / "journal.sqlite"
     _other_client(journal, "DROP TRIGGER seal_runs_update",
                   "UPDATE runs SET metrics = '{}'")
-    r = subprocess.run([sys.executable, "-c", "from assay.cli import main; main()", "status",
+    r = subprocess.run([sys.executable, "-c", "from assay.cli.app import main; main()", "status",
                         "-C", str(root)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "40"})
     assert r.returncode == 2, r.stdout + r.stderr
@@ -366,7 +366,7 @@ def test_seals_are_recomputed_only_when_another_client_wrote(tmp_path: Path,
     """assay's own writes record the file state they leave: a fresh process opening the
     journal in that state skips recomputing every seal (a cost that grows with the
     journal); a write by any other client changes the state and the next open checks all."""
-    from assay import seal
+    from assay.journal import seal
 
     path = _filled(tmp_path)
     calls: list[int] = []

@@ -239,7 +239,7 @@ def test_candidates_naming_a_hypothesis_are_linked_to_it(tiny_target: TinyFactor
 def test_a_failing_proposer_ends_the_run_with_an_error(tiny_target: TinyFactory) -> None:
     from typer.testing import CliRunner
 
-    from assay.cli import app
+    from assay.cli.app import app
 
     root = tiny_target(budget=2, pairs=2, extra='[proposer.queue]\npath = "patches"\n')
     (root / "patches").mkdir()

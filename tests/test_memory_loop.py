@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import Target, parse
-from assay.decide import MAX_EXECUTOR_RETRIES
+from assay.config.spec import Target, parse
+from assay.decision.next_step import MAX_EXECUTOR_RETRIES
 from assay.executors.function import FunctionExecutor, values
-from assay.journal import Journal
-from assay.loop import Loop
+from assay.journal.store import Journal
+from assay.loop.driver import Loop
 from assay.model import Block, BlockResult, BlockState, Candidate, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer
-from assay.repository import Repository
+from assay.repo.repository import Repository
 from assay.testing import ROOT_COMMIT, MemoryRepository, memory_loop
 
 CONFIG = """\
@@ -139,11 +139,11 @@ def test_two_sessions_in_one_second_of_one_process_have_their_own_ids(
     it, or the second session's fingerprint and on_finish are taken as already done."""
     import time as real
 
-    import assay.loop
+    import assay.loop.driver
 
     frozen = types.SimpleNamespace(time=lambda: 1_800_000_000.25, monotonic=real.monotonic,
                                    sleep=real.sleep)
-    monkeypatch.setattr(assay.loop, "time", frozen)  # the loop's clock stops in one second
+    monkeypatch.setattr(assay.loop.driver, "time", frozen)  # the loop's clock stops in one second
     t = target(tmp_path)
     _, value = noisy()
     loops = [memory_loop(t, FunctionExecutor(values("speed", value))) for _ in range(2)]

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.config import MetricSpec
-from assay.errors import MetricError
-from assay.metrics import (
+from assay.bench.metrics import (
     check_bounds,
     follow_json_path,
     parse_json,
@@ -20,6 +18,8 @@ from assay.metrics import (
     parse_summary_block,
     read_metric,
 )
+from assay.config.spec import MetricSpec
+from assay.errors import MetricError
 from assay.model import Direction
 
 

@@ -8,12 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from assay.config import DecisionSpec
-from assay.decision import DecisionContext
-from assay.model import BlockKind, Direction, Pair, Role, RunResult, RunStatus, Verdict
-from assay.stats import SequentialRule
-from assay.stats.bounds import efficacy_bounds, planned_looks
-from assay.stats.noise import (
+from assay.config.spec import DecisionSpec
+from assay.decision.rule import DecisionContext
+from assay.decision.stats import SequentialRule
+from assay.decision.stats.bounds import efficacy_bounds, planned_looks
+from assay.decision.stats.noise import (
     MIN_OWN,
     WINDOW,
     block_samples,
@@ -23,7 +22,8 @@ from assay.stats.noise import (
     resolvable,
     track,
 )
-from assay.stats.unbiased import bias_adjusted
+from assay.decision.stats.unbiased import bias_adjusted
+from assay.model import BlockKind, Direction, Pair, Role, RunResult, RunStatus, Verdict
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=40, min_pairs=2,
                     confidence=0.90, delta=0.01, confirm=True, aa_blocks=2)
@@ -106,7 +106,7 @@ def test_a_few_samples_do_not_collapse_the_scale() -> None:
     below a twentieth of the truth in one slot of a hundred, and that slot's pairs weighed
     hundreds of times more than they should. The start is held to half the median-based
     one below a dozen samples."""
-    from assay.stats.noise import SMALL, robust_scale
+    from assay.decision.stats.noise import SMALL, robust_scale
 
     rng = np.random.default_rng(8)
     for n in (4, 6, SMALL - 1):
@@ -214,7 +214,7 @@ def test_a_block_s_noise_weighs_its_pairs() -> None:
 def test_robust_scale_ignores_a_noisy_neighbour() -> None:
     """A quarter of runs slowed by 20-50% spoils about 44% of the noise samples; the scale
     still follows the clean part."""
-    from assay.stats.noise import robust_scale
+    from assay.decision.stats.noise import robust_scale
 
     rng = np.random.default_rng(3)
     out = []
@@ -231,7 +231,7 @@ def test_robust_scale_ignores_a_noisy_neighbour() -> None:
 
 
 def test_robust_scale_of_normal_noise_is_unbiased_and_as_steady() -> None:
-    from assay.stats.noise import robust_scale
+    from assay.decision.stats.noise import robust_scale
 
     rng = np.random.default_rng(8)
     out = np.array([robust_scale(list(rng.normal(0, 0.02, WINDOW))) for _ in range(400)])
@@ -279,7 +279,7 @@ def test_a_majority_of_wild_pairs_holds_the_keep_back() -> None:
 
 
 def test_block_scale_follows_the_blocks_own_samples() -> None:
-    from assay.stats.noise import BLOCK_PRIOR_DF, block_scale
+    from assay.decision.stats.noise import BLOCK_PRIOR_DF, block_scale
 
     assert block_scale(0.02, []) == 0.02
     assert math.isnan(block_scale(math.nan, []))
@@ -292,7 +292,7 @@ def test_block_scale_follows_the_blocks_own_samples() -> None:
 
 
 def test_biweight_gives_a_far_block_no_weight_on_either_side() -> None:
-    from assay.stats.robust import biweight
+    from assay.decision.stats.robust import biweight
 
     base = [0.01, -0.005, 0.004, 0.0, 0.006, -0.002, 0.003, 0.001]
     for far in (0.3, -0.3):

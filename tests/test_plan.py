@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from assay.config import DecisionSpec
-from assay.plan import plan
+from assay.config.spec import DecisionSpec
+from assay.planning.plan import plan
 
 
 def test_plan_reports_the_operating_characteristics() -> None:
@@ -23,7 +23,7 @@ def test_plan_reports_the_operating_characteristics() -> None:
 def test_the_smallest_effect_is_searched_by_simulation() -> None:
     # at 3% run noise and 24 pairs the normal approximation (about +3.9%) is kept only about
     # 80% of the time: futility and confirmation cost power it leaves out
-    from assay.plan import _cell
+    from assay.planning.plan import _cell
 
     spec = DecisionSpec(delta=0.01, max_pairs=24)
     p = plan(0.03, spec, trials=60)

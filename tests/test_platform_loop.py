@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from assay import api, loop_stop
-from assay.cli import app
+from assay import api
+from assay.cli.app import app
+from assay.loop import stopping as loop_stop
 
 from .conftest import git, make_repo
 from .scripted import DRAW
@@ -129,7 +130,7 @@ def test_a_candidate_is_kept_by_the_primary_platform_and_refused_for_a_regressio
     table = out.stdout[out.stdout.index("platform"):]
     assert "x86" in table and "arm" in table and "keep" in table
     # the report carries the same rows into the experiment's details (drawn as a table)
-    from assay import config as cfg
+    from assay.config import spec as cfg
     from assay.faces.data import open_readonly, report_data
 
     target = cfg.load(root)
@@ -157,7 +158,7 @@ def test_keep_on_any_keeps_a_win_on_the_second_platform(tmp_path: Path) -> None:
 
 def test_a_platform_that_goes_away_pauses_its_decisions(tmp_path: Path) -> None:
     root = _target(tmp_path, ["x86-only"])
-    from assay import config
+    from assay.config import spec as config
 
     target = config.load(root)
     events: list[tuple[str, str]] = []

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from assay import config
+from assay.config import spec as config
 from assay.errors import ConfigError, ExecutorError
 from assay.executors.local import cpu_share, local_slots, visible_gpus
 from assay.model import Block, BlockKind, Incumbent
-from assay.workspace import Workspace
+from assay.repo.workspace import Workspace
 
 BASE = '''[metric]
 name = "t"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import parse
+from assay.config.prices import bundled, for_target
+from assay.config.spec import parse
 from assay.errors import ConfigError
-from assay.journal import Journal
+from assay.journal.store import Journal
 from assay.model import Candidate
-from assay.prices import bundled, for_target
 from assay.usage import Spent, Usage
 
 BASE = """\

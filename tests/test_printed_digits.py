@@ -2,7 +2,7 @@
 
 A benchmark that prints ``3.3`` every time may be running anything from 3.25 to 3.35;
 repeating the run does not narrow that. Every rule widens its interval on each side by the
-largest bias the rounding can leave (:func:`assay.decision.rounding_bound`): half a printed
+largest bias the rounding can leave (:func:`assay.decision.rule.rounding_bound`): half a printed
 step for exact repeats, about nothing once the noise spans several steps.
 """
 
@@ -14,10 +14,10 @@ import random
 import pytest
 
 from assay import api
-from assay.chain import Link, summarize
-from assay.decision import digits_stall, printed_step, rounding_bound
+from assay.decision.rule import digits_stall, printed_step, rounding_bound
+from assay.measure.chain import Link, summarize
 from assay.model import Direction
-from assay.simulate import decide
+from assay.planning.simulate import decide
 
 from .conftest import TinyFactory, git
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import EnvSpec, LimitSpec
-from assay.process import CancelToken, mount_isolation_available, run, scrubbed_env
+from assay.bench.process import CancelToken, mount_isolation_available, run, scrubbed_env
+from assay.config.spec import EnvSpec, LimitSpec
 
 
 def _alive(pid: int) -> bool:
@@ -113,7 +113,7 @@ def test_limits_are_set_by_a_wrapper_and_hold_in_threads(tmp_path: Path, wrapper
     # wrapper process (the command reads them back from /proc/self/limits).
     from concurrent.futures import ThreadPoolExecutor
 
-    from assay import process
+    from assay.bench import process
 
     if wrapper == "python":
         monkeypatch.setattr(process, "_LINUX_TOOLS", False)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import load
-from assay.metrics import check_bounds, read_metric
+from assay.bench.metrics import check_bounds, read_metric
+from assay.config.spec import load
 from assay.proposers.queue import read_patch_file
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "quickstart"

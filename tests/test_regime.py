@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assay.config import DecisionSpec, parse
+from assay.config.spec import DecisionSpec, parse
+from assay.decision.stats.noise import changes, describe, robust_scale, track
+from assay.decision.stats.regime import DISTURBED, MINORITY, QUIET, classify, limit
 from assay.executors.function import FunctionExecutor, values
 from assay.model import Candidate
-from assay.stats.noise import changes, describe, robust_scale, track
-from assay.stats.regime import DISTURBED, MINORITY, QUIET, classify, limit
 from assay.testing import ROOT_COMMIT, memory_loop
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=12, min_pairs=2,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assay import config
-from assay.cli import app
+from assay.cli.app import app
+from assay.config import spec as config
 from assay.errors import ConfigError
 from assay.registry import EXECUTORS, PROPOSERS, READERS, SAMPLERS
 
@@ -57,8 +57,8 @@ def test_unknown_names_say_what_is_valid() -> None:
 
 
 def test_readers_read_through_the_table(tmp_path: Path) -> None:
-    from assay.config import MetricSpec
-    from assay.metrics import read_metric
+    from assay.bench.metrics import read_metric
+    from assay.config.spec import MetricSpec
 
     assert read_metric(MetricSpec("t"), "METRIC t=1.5\n", tmp_path) == 1.5
     assert read_metric(MetricSpec("t", reader="summary_block"), "---\nt: 2.5\n", tmp_path) == 2.5

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from assay.decision import DecisionRule, FixedPairs
-from assay.stats import ExpensiveRule, SequentialRule
+from assay.decision.rule import DecisionRule, FixedPairs
+from assay.decision.stats import ExpensiveRule, SequentialRule
 from assay.testing.rules import DecisionRuleContract
 
 

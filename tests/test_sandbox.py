@@ -1,8 +1,8 @@
 """The sandbox's promises, one adversarial property per test, each with a real process.
 
 Every test runs a command in a real slot tree of a real target (a git repository with its
-``.assay`` folder, two worktrees, a journal-like file), through :func:`assay.process.run`
-with the spec :func:`assay.contain.spec_for` gives, exactly as a benchmark runs.
+``.assay`` folder, two worktrees, a journal-like file), through :func:`assay.bench.process.run`
+with the spec :func:`assay.bench.contain.spec_for` gives, exactly as a benchmark runs.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from assay import api, contain, process, sandbox
-from assay.config import Target
+from assay import api, sandbox
+from assay.bench import contain, process
+from assay.config.spec import Target
 from assay.errors import ConfigError
-from assay.workspace import Workspace
+from assay.repo.workspace import Workspace
 
 from .conftest import TinyFactory
 
@@ -220,7 +221,7 @@ KILLED_ORCHESTRATOR = """
 import sys
 from pathlib import Path
 from assay import api, contain, process
-from assay.workspace import Workspace
+from assay.repo.workspace import Workspace
 target = api.load(sys.argv[1])
 tree = Workspace(target, "main").tree("s0-b")
 env = process.scrubbed_env(target.env)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import JournalError
-from assay.journal import Journal
+from assay.journal.store import Journal
 from assay.model import (
     BlockKind,
     BlockResult,
@@ -130,7 +130,7 @@ def test_assay_status_exits_2_on_a_forged_journal(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     journal = _filled(root / ".assay" / "journal.sqlite")
     _forge(journal)
-    r = subprocess.run([sys.executable, "-c", "from assay.cli import main; main()", "status",
+    r = subprocess.run([sys.executable, "-c", "from assay.cli.app import main; main()", "status",
                         "-C", str(root)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 2, r.stdout + r.stderr

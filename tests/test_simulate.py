@@ -1,4 +1,5 @@
-"""`assay.simulate.decide` drives the loop's own code: a real run on the same values agrees."""
+"""`assay.planning.simulate.decide` drives the loop's own code: a real run on the same
+values agrees."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from assay import api
-from assay.config import DecisionSpec
+from assay.config.spec import DecisionSpec
 from assay.errors import ConfigError
 from assay.model import Candidate, ExperimentState
-from assay.simulate import Session, decide
+from assay.planning.simulate import Session, decide
 from tests.conftest import git, make_repo
 
 BENCH = """\

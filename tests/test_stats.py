@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assay.config import DecisionSpec
-from assay.decision import DecisionContext, FixedPairs
-from assay.model import BlockKind, Direction, Pair, Verdict
-from assay.stats import (
+from assay.config.spec import DecisionSpec
+from assay.decision.rule import DecisionContext, FixedPairs
+from assay.decision.stats import (
     ExpensiveRule,
     SequentialRule,
     calibrate,
@@ -22,8 +21,9 @@ from assay.stats import (
     make_rule,
     planned_looks,
 )
-from assay.stats.bounds import bound_at
-from assay.stats.sequential import ESTIMATE
+from assay.decision.stats.bounds import bound_at
+from assay.decision.stats.sequential import ESTIMATE
+from assay.model import BlockKind, Direction, Pair, Verdict
 
 SPEC = DecisionSpec(rule="sequential", pairs_per_block=2, max_pairs=40, min_pairs=2,
                     confidence=0.90, delta=0.01, confirm=True, aa_blocks=2)
@@ -517,7 +517,7 @@ def test_expensive_clean_nine_percent_gain_at_tiny_noise_is_not_implausible() ->
 def test_a_keep_waits_while_wild_pairs_could_be_a_majority() -> None:
     """Half the pairs off to one side by ~14 noise units (incumbent runs slowed by a noisy
     neighbour): the interval may clear δ on them, but no keep before enough pairs."""
-    from assay.stats.sequential import min_pairs_for
+    from assay.decision.stats.sequential import min_pairs_for
 
     assert min_pairs_for(0.0, 40) == 0
     needs = [min_pairs_for(w, 40) for w in (0.05, 0.2, 0.4, 0.6)]

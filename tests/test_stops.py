@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from assay import spend
-from assay.config import Target, parse
+from assay.bench.meter import prompt_tokens
+from assay.config.spec import Target, parse
 from assay.errors import ConfigError, StoppedRun
 from assay.executors.function import FunctionExecutor, values
-from assay.journal import Journal
-from assay.journal_meta import STOP_KEY
-from assay.loop_progress import Summary
-from assay.meter import prompt_tokens
+from assay.journal.meta import STOP_KEY
+from assay.journal.store import Journal
+from assay.loop.progress import Summary
+from assay.loop.sessions import SessionOptions
+from assay.loop.stops import discard_streak
+from assay.measure import spend
 from assay.model import Block, BlockResult, Candidate, Experiment, ExperimentState, Slot
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.llm import SYSTEM_PROMPT
-from assay.sessions import SessionOptions
-from assay.stops import discard_streak
 from assay.testing import ROOT_COMMIT, memory_loop
 from assay.usage import Usage
 

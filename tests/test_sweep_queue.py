@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.config import ParamSpec
+from assay.config.spec import ParamSpec
 from assay.errors import ProposerError
 from assay.model import (
     Candidate,
@@ -25,7 +25,7 @@ from . import conftest
 
 
 def _ctx(tmp: Path, tried: frozenset[str] = frozenset()) -> ProposalContext:
-    from assay import config
+    from assay.config import spec as config
 
     root = tmp / "r"
     if not root.exists():

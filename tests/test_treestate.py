@@ -4,10 +4,10 @@ block measures anything. Real git worktrees, real benchmark processes."""
 
 from __future__ import annotations
 
-from assay import config
+from assay.bench.worker import SlotTrees, run_block
+from assay.config import spec as config
 from assay.model import Block, BlockKind, Candidate, Incumbent, Slot
-from assay.worker import SlotTrees, run_block
-from assay.workspace import Workspace
+from assay.repo.workspace import Workspace
 
 from .conftest import TinyFactory, patch_work
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from assay import api
-from assay.cli import app
+from assay.cli.app import app
 from assay.faces.data import status_data
 from assay.faces.terminal import UNPAIRED, paired_words, ratio_words
-from assay.journal import Journal
+from assay.journal.store import Journal
+from assay.measure.verify import compounded
 from assay.model import Direction
-from assay.verify import compounded
 
 from .finalize.finalize_kit import edit, git, make_repo
 from .scripted import DRAW
@@ -230,8 +230,8 @@ def test_the_chain_of_keeps_compounds_exactly_and_sets_aside_a_broken_round() ->
 
     import pytest
 
-    from assay.chain import Link, summarize
     from assay.errors import AssayError
+    from assay.measure.chain import Link, summarize
 
     chain = [Link("baseline", "a" * 40, {}), Link("e0001", "b" * 40, {}),
              Link("e0002", "c" * 40, {})]

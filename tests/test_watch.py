@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from assay import process
+from assay.bench import process
+from assay.bench.worker import early_stop_reason
+from assay.config.watch import Watcher, WatchError, WatchSpec, from_table, parse_condition, validate
 from assay.errors import ConfigError
-from assay.watch import Watcher, WatchError, WatchSpec, from_table, parse_condition, validate
-from assay.worker import early_stop_reason
 
 LINE = r"step\s+(?P<step>\d+) \| loss (?P<loss>\S+) \| (?P<tokens_per_second>\d+) tok/s"
 STOP = ("tokens_per_second < 0.2 * incumbent", "loss is not finite",
@@ -179,7 +179,7 @@ def test_config_errors_name_the_key() -> None:
 
 
 def test_gpt_example_declares_the_four_conditions() -> None:
-    import assay.config as config
+    import assay.config.spec as config
 
     target = config.load(Path(__file__).resolve().parents[1] / "examples" / "gpt")
     watch = target.metric.watch

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from assay import config
-from assay.config import ParamSpec, parse
+from assay.config import spec as config
+from assay.config.spec import ParamSpec, parse
 from assay.errors import PatchError, WorkspaceError
-from assay.workspace import (
+from assay.repo.workspace import (
     Workspace,
     assigned_value,
     check_scope,
@@ -81,7 +81,7 @@ def test_a_quoted_utf8_path_is_unquoted_and_checked(tmp_path: Path) -> None:
 
 
 def test_a_proposer_history_names_the_files_as_git_reads_them(tmp_path: Path) -> None:
-    from assay.loop_history import history_entry
+    from assay.loop.history import history_entry
     from assay.model import Candidate, Experiment, ExperimentState
 
     root = make_repo(tmp_path / "r", {"q.sql": "-- cache the plan\nselect 1;\n",

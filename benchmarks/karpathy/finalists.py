@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 from assay import api  # noqa: E402
 from assay.errors import AssayError, WorkspaceError  # noqa: E402
 from assay.model import ParamValue  # noqa: E402
-from assay.workspace import Workspace, held_params  # noqa: E402
+from assay.repo.workspace import Workspace, held_params  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def flags(knobs: dict[str, ParamValue], committed: str) -> dict[str, str]:
     """The `--set NAME=VALUE` of ``knobs`` that examples/gpt's committed ``train.py``
     (its text ``committed``) does not already hold: those its rewrite would change."""
     from assay.errors import PatchError
-    from assay.workspace import python_literal, rewrite_assignment
+    from assay.repo.workspace import python_literal, rewrite_assignment
 
     out: dict[str, str] = {}
     for name, value in knobs.items():

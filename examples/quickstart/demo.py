@@ -47,7 +47,7 @@ def main() -> int:
     # Benchmarks call `python`: make it this interpreter, whatever the shell's PATH holds.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     print(f"assay demo: a fresh copy of examples/quickstart in {root}\n")
-    from assay.cli import app
+    from assay.cli.app import app
 
     try:
         code = app(["run", "--root", str(root)], standalone_mode=False)

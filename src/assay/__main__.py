@@ -1,6 +1,6 @@
 """`python -m assay`: the command line."""
 
-from assay.cli import main
+from .cli.app import main
 
 if __name__ == "__main__":
     main()

@@ -5,9 +5,9 @@
     print(assay.status("path/to/repo"))
 
 For driving the loop yourself (an MCP tool, a notebook), use :func:`session`, which
-returns a :class:`~assay.loop.Loop` holding the lock: ``loop.run(...)``, or
+returns a :class:`~assay.loop.driver.Loop` holding the lock: ``loop.run(...)``, or
 ``loop.begin()``, ``loop.step()`` until it returns False, then ``loop.end()``. Every turn
-goes through :meth:`~assay.loop.Loop.step` (ask → dispatch → decide → tell).
+goes through :meth:`~assay.loop.driver.Loop.step` (ask → dispatch → decide → tell).
 """
 
 from __future__ import annotations
@@ -20,32 +20,34 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import contain, fingerprint, keys, process, spend
-from . import init as init_mod
-from . import verify as verify_mod
+from . import keys
 from .assemble import build_proposer
 from .assemble import journal_path as journal_path
 from .assemble import load as load
 from .assemble import open_journal as open_journal
-from .config import Target
+from .bench import contain, fingerprint, process
+from .config.spec import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .executors.platforms import build_executor
 from .export import experiment_dict, render
-from .journal import Journal
-from .lock import RunLock
-from .loop import Event, Loop
-from .loop_progress import Summary, progress
+from .init import write as init_mod
+from .journal.lock import RunLock
+from .journal.store import Journal
+from .loop.driver import Event, Loop
+from .loop.progress import Summary, progress
+from .loop.sessions import SessionOptions, holding_branch
+from .loop.sessions import reset as reset_target
+from .measure import spend
+from .measure import verify as verify_mod
 from .model import Experiment, ExperimentState, patch_digest
-from .paramdiff import params_diff
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
 from .registry import RESEARCH_RERANK, resolve
-from .sessions import SessionOptions, holding_branch
-from .sessions import reset as reset_target
-from .tidy import tidy_trees
-from .workspace import Workspace
+from .repo.paramdiff import params_diff
+from .repo.tidy import tidy_trees
+from .repo.workspace import Workspace
 
 
 def already_tried(proposer: Proposer, journal: Journal, retry: bool) -> list[str]:
@@ -86,7 +88,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
     """A started loop holding the target's lock; closes everything on exit.
 
     Refuses (ConfigError) candidates of the llm and agent proposers where the machine
-    cannot sandbox, unless ``unconfined`` (see :func:`assay.contain.gate`)."""
+    cannot sandbox, unless ``unconfined`` (see :func:`assay.bench.contain.gate`)."""
     keys.take()  # before any child starts: no process can read a key from /proc
     if name is not None and branch_problem(name):
         raise ConfigError(f"--name {name!r} {branch_problem(name)}", file=str(target.config_path),
@@ -153,7 +155,7 @@ def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | No
     """Run one session on the repository at ``root`` until its budget is spent.
 
     After a run that a stop rule ended (a spending cap, ``stop_after_discards``, the
-    metric's target: :mod:`assay.stops`) it starts only with ``carry_on`` (``--continue``).
+    metric's target: :mod:`assay.loop.stops`) it starts only with ``carry_on`` (``--continue``).
     """
     target = load(root, config, slots=slots, proposer=proposer, budget=budget)
     started = time.monotonic()

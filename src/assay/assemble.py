@@ -8,10 +8,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from . import config as config_mod
-from .config import Target
+from .config import spec as config_mod
+from .config.spec import Target
 from .errors import ConfigError
-from .journal import JOURNAL_NAME, Journal
+from .journal.store import JOURNAL_NAME, Journal
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer
 from .registry import PROPOSERS

@@ -4,7 +4,7 @@
   ``memory_gb``, ``status`` (keep / discard / crash) and ``description``; a baseline row
   first. A discarded candidate's value is its decided effect applied to the incumbent's
   value (what it would have scored next to the same incumbent), never a raw block mean. A
-  queued patch in conflict with the incumbent (:mod:`assay.merge`) is a discard whose
+  queued patch in conflict with the incumbent (:mod:`assay.repo.merge`) is a discard whose
   description names the conflicting files.
 - ``jsonl``: pi-autoresearch's ``log.jsonl`` -- a ``{"type": "config", ...}`` header line,
   then one line per run with a numeric ``run`` (1 is the baseline), ``commit``, ``metric``,
@@ -27,9 +27,9 @@ import json
 import math
 from typing import Any
 
-from .config import MetricSpec, Target
-from .journal import Journal
-from .loop_progress import progress
+from .config.spec import MetricSpec, Target
+from .journal.store import Journal
+from .loop.progress import progress
 from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")

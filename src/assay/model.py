@@ -182,7 +182,7 @@ class BlockResult:
     checks_passed: bool | None = None  # None: no checks configured or not reached
     error: str = ""  # non-empty: the block could not be judged (patch, build, harness)
     error_kind: str = ""  # 'patch', 'build', 'checks_failed', 'compare', 'harness_changed',
-    # 'tampered' (a step changed a tree not its own: assay.treestate) ...
+    # 'tampered' (a step changed a tree not its own: assay.repo.treestate) ...
     wall_s: float = 0.0
     # unmeasured warm-up runs made before the block's measured runs: (role, wall seconds)
     warmups: tuple[tuple[str, float], ...] = ()

@@ -106,10 +106,10 @@ SAMPLERS: Registry[Callable[[int, int], Any]] = Registry(
 # (spec, text, where, suffix) -> the metric's value
 READERS: Registry[Callable[..., float]] = Registry(
     "reader",
-    Entry("metric_lines", "lines 'METRIC name=value'", "assay.readers:metric_lines"),
+    Entry("metric_lines", "lines 'METRIC name=value'", "assay.bench.readers:metric_lines"),
     Entry("summary_block", "'name: value' lines after the last '---'",
-          "assay.readers:summary_block"),
-    Entry("json", "a number at json_path in a JSON document", "assay.metrics:from_json"),
+          "assay.bench.readers:summary_block"),
+    Entry("json", "a number at json_path in a JSON document", "assay.bench.metrics:from_json"),
 )
 
 # (target, [finalize.review] section) -> a Reviewer or None

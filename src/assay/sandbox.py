@@ -35,7 +35,7 @@ file system is readable: choose what to hide); using the CPU, memory or disk ban
 while the other side runs (see ``[limits]`` for memory and CPU time); a candidate's
 writes to its tree's own caches reaching a later candidate measured in the same tree
 (never the incumbent nor another slot); kernel exploits. The environment is what the
-caller passes (see :func:`assay.process.scrubbed_env`).
+caller passes (see :func:`assay.bench.process.scrubbed_env`).
 
 ``ASSAY_SANDBOX`` selects it: unset or ``auto`` (bwrap where it works), ``bwrap`` (an
 error where it does not), or ``off`` (behave as a machine without a sandbox: tests and

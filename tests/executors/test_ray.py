@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from assay.errors import ConfigError
-from assay.journal import Journal
-from assay.loop import Loop
+from assay.journal.store import Journal
+from assay.loop.driver import Loop
 from assay.model import BlockState, Candidate, ExperimentState
 from assay.proposers.base import ProposalContext, Proposer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from assay import config
+from assay.config import spec as config
 from assay.errors import ConfigError, ExecutorError
 from assay.executors.base import Executor
 
@@ -186,11 +186,11 @@ def test_pools_of_two_platforms_form_one_cluster_and_keep_their_blocks_apart(
 def test_a_replacement_node_is_calibrated_before_it_measures(tmp_path: Path) -> None:
     """The loop on a pool: a quarantined worker's node is replaced, and the fresh node's
     slot runs its own A/A blocks before any candidate is measured on it."""
-    from assay.journal import Journal
-    from assay.loop import CAL, Loop
+    from assay.journal.store import Journal
+    from assay.loop.driver import CAL, Loop
     from assay.model import BlockState, Candidate
+    from assay.repo.workspace import Workspace
     from assay.testing import NoProposer
-    from assay.workspace import Workspace
 
     repo = make_repo(tmp_path, executor="skypilot", work_s=0.02,
                      extra='[executor.skypilot]\nname = "f"\nnodes = 2\n')

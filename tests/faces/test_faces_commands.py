@@ -11,7 +11,7 @@ from typing import Any
 
 from assay import api
 from assay.faces import data
-from assay.loop_progress import Summary
+from assay.loop.progress import Summary
 
 from .conftest import Scripted
 

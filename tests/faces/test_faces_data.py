@@ -11,6 +11,7 @@ import pytest
 from assay import api
 from assay.faces import data
 from assay.faces.terminal import improvement
+from assay.loop.sessions import holding_branch
 from assay.model import Direction
 from assay.strictjson import dumps
 
@@ -160,7 +161,7 @@ def test_noise_per_block_follows_delta_and_marks_quarantines(ran_target: Path,
                                                              tmp_path: Path) -> None:
     import shutil
 
-    from assay.journal import Journal
+    from assay.journal.store import Journal
 
     target = api.load(ran_target)
     copy = tmp_path / "journal.sqlite"
@@ -215,10 +216,10 @@ def test_run_card_names_the_branch_that_holds_the_kept_commit(tmp_path: Path) ->
     sh(root, "git", "branch", "assay/retry")
     head = sh(root, "git", "rev-parse", "HEAD").strip()
     target = api.load(root)
-    assert data.branch_of(target, head, "assay/main") == "assay/retry"
+    assert holding_branch(target.root, head, "assay/main") == "assay/retry"
     sh(root, "git", "branch", "assay/main")
-    assert data.branch_of(target, head, "assay/main") == "assay/main"  # its own, when both
-    assert data.branch_of(target, None, "assay/main") == "assay/main"
+    assert holding_branch(target.root, head, "assay/main") == "assay/main"  # its own, when both
+    assert holding_branch(target.root, None, "assay/main") == "assay/main"
     subprocess.run(["git", "branch", "-D", "assay/main", "assay/retry"], cwd=root, check=True,
                    capture_output=True)
-    assert data.branch_of(target, head, "assay/main") == "assay/main"
+    assert holding_branch(target.root, head, "assay/main") == "assay/main"

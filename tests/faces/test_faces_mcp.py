@@ -162,7 +162,7 @@ def test_mcp_tools_over_stdio(fresh_target: Path) -> None:
 
 def test_run_experiment_refuses_while_a_run_holds_the_lock(bare_target: Path) -> None:
     from assay.errors import LockError
-    from assay.lock import RunLock
+    from assay.journal.lock import RunLock
 
     target = api.load(bare_target)
     with RunLock(target.state_dir / "run.lock"), pytest.raises(LockError):
@@ -171,7 +171,7 @@ def test_run_experiment_refuses_while_a_run_holds_the_lock(bare_target: Path) ->
 
 
 def test_stop_reports_a_live_run(bare_target: Path) -> None:
-    from assay.lock import RunLock
+    from assay.journal.lock import RunLock
 
     target = api.load(bare_target)
     with RunLock(target.state_dir / "run.lock"):
@@ -215,7 +215,7 @@ def test_run_experiment_goes_through_the_loop_driver(bare_target: Path, tmp_path
     import time
 
     from assay.errors import AssayError
-    from assay.lock import RunLock
+    from assay.journal.lock import RunLock
 
     log = tmp_path / "hooks.log"
     root = _slow_target(bare_target, log)

@@ -15,8 +15,8 @@ import pytest
 
 from assay import api
 from assay.faces import mcp
-from assay.journal import Journal
-from assay.loop_progress import Summary
+from assay.journal.store import Journal
+from assay.loop.progress import Summary
 from assay.model import Candidate, ExperimentState
 from assay.usage import Usage
 from tests.proposers.proposer_helpers import APP, LLMServer, Reply, config_text, make_repo

@@ -21,7 +21,7 @@ from rich.console import Console
 
 import assay
 from assay import api
-from assay.config import parse
+from assay.config.spec import parse
 from assay.errors import ConfigError
 from assay.faces.terminal import (
     RunPrinter,
@@ -32,7 +32,7 @@ from assay.faces.terminal import (
     print_hypotheses,
     print_row,
 )
-from assay.loop_progress import Summary
+from assay.loop.progress import Summary
 from assay.model import Direction, Experiment
 from tests.conftest import patch_work
 
@@ -287,7 +287,7 @@ def test_show_says_when_the_incumbent_moved_and_the_pairs_were_set_aside(
         ran_target: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from assay import cli
+    from assay.cli import app as cli
 
     real = api.show("e0002", ran_target)
     first = dict(real["decisions"][0], verdict="continue", pairs_used=2)
@@ -316,7 +316,7 @@ def test_status_counts_in_the_singular(ran_target: Path, monkeypatch: pytest.Mon
                                        ) -> None:
     from typer.testing import CliRunner
 
-    from assay import cli
+    from assay.cli import app as cli
 
     real = api.status(ran_target)
     one = {**real, "experiments": 1, "counts": {"kept": 1}, "baseline": 1_422_000.0,

@@ -9,11 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from assay import finalize as fin
-from assay.cli import app
+from assay.cli.app import app
 from assay.errors import FinalizeError
-from assay.finalize import branches, grouping
+from assay.finalize import grouping
 from assay.finalize.pr import NOT_ALONE
-from assay.journal import Journal
+from assay.journal.store import Journal
+from assay.repo import plumbing as branches
 
 from .finalize_kit import edit, git, make_repo, refs, run_queue
 

@@ -10,11 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from assay import finalize as fin
-from assay.cli import app
+from assay.cli.app import app
 from assay.errors import ReviewError
-from assay.finalize import branches, review
-from assay.journal import Journal
+from assay.finalize import review
+from assay.journal.store import Journal
 from assay.model import EventRow
+from assay.repo import plumbing as branches
 from tests.proposers.proposer_helpers import LLMServer, Reply
 
 from .finalize_kit import edit, git, make_repo, refs, run_queue

@@ -245,7 +245,7 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
+CLI = [sys.executable, "-c", "from assay.cli.app import main; main()"]
 
 
 def set_bench(repo: Repo, command: str) -> None:

@@ -13,8 +13,8 @@ import pytest
 from hardening_kit import ListProposer, git, make_repo
 
 import assay.api as api
-from assay import applied
 from assay.errors import PatchError
+from assay.repo import applied
 
 
 def outcome(tmp_path: Path, patch: str) -> dict[str, object]:

@@ -41,11 +41,11 @@ import pytest
 from hardening_kit import ListProposer, Repo, alive, git, make_repo, wait_dead
 
 import assay.api as api
-from assay import process
-from assay.hooks import Hooks
-from assay.journal import Journal
-from assay.loop_outcomes import Outcomes
-from assay.workspace import Workspace
+from assay.bench import process
+from assay.journal.store import Journal
+from assay.loop.hooks import Hooks
+from assay.loop.outcomes import Outcomes
+from assay.repo.workspace import Workspace
 
 FASTER_LOOP = """\
 diff --git a/work.py b/work.py

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import assay.api as api
-from assay.cli import app
-from assay.config import parse
+from assay.cli.app import app
+from assay.config.spec import parse
 from assay.errors import AssayError, PatchError
 from assay.model import BlockState, Candidate
-from assay.workspace import check_scope, patch_paths
+from assay.repo.workspace import check_scope, patch_paths
 
 FUZZED: Counter[str] = Counter()
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
@@ -170,7 +170,7 @@ def _bad_inputs(repo: Repo, tmp: Path) -> list[tuple[str, list[str], str]]:
     (corrupt.journal).write_bytes(os.urandom(4096))
     binary = make_repo(tmp / "binary")
     (binary.root / "assay.toml").write_bytes(b"[metric]\nname = \"\xff\xfe\x80\"\n")
-    from assay.journal import Journal
+    from assay.journal.store import Journal
 
     Journal.open(repo.journal).close()  # an empty journal: no experiments yet
     r = str(repo.root)

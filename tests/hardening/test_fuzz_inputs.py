@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay import api
-from assay.config import parse
+from assay.config.spec import parse
 from assay.errors import AssayError, ConfigError
 
 FUZZED: Counter[str] = Counter()
@@ -114,7 +114,7 @@ def _consume(target: Any, section: str) -> None:
         from assay.executors.skypilot import SkyConfig
         SkyConfig.from_target(target)
     elif section == "prices":
-        from assay.prices import for_target
+        from assay.config.prices import for_target
         for_target(target)
 
 
@@ -189,7 +189,7 @@ def test_a_bad_value_in_each_new_section_exits_2_from_the_cli(
         tmp_path: Path, section: str, key: str, value: str, verb: list[str], fix: str) -> None:
     from typer.testing import CliRunner
 
-    from assay.cli import app
+    from assay.cli.app import app
 
     FUZZED["CLI runs on a bad new section"] += 1
     repo = make_repo(tmp_path)
@@ -208,7 +208,7 @@ def test_a_bad_value_in_each_new_section_exits_2_from_the_cli(
     assert "assay.toml" in line and (section.split(".")[0] in line or key in line), line
     assert fix in line, line
     if repo.journal.exists():  # refused before the first trial
-        from assay.journal import Journal
+        from assay.journal.store import Journal
 
         journal = Journal.open(repo.journal, readonly=True)
         try:
@@ -301,7 +301,7 @@ OUTPUT = st.lists(LINE, max_size=6).map("\n".join)
 @given(OUTPUT, OUTPUT, st.sampled_from([0.0, 1e-9, 0.5, 1e308]),
        st.sampled_from([0.0, 1e-12, 1.0]))
 def test_compare_outputs_on_any_text(a: str, b: str, rtol: float, atol: float) -> None:
-    from assay.compare import compare_outputs
+    from assay.bench.outputs import compare_outputs
 
     FUZZED["compare outputs"] += 1
     assert compare_outputs(a, a, rtol, atol) == []  # an output always agrees with itself

@@ -8,9 +8,9 @@ from pathlib import Path
 from hardening_kit import ListProposer, journal_rows, make_repo, procs_under, wait_dead
 
 import assay.api as api
-from assay.config import load
-from assay.hooks import Hooks
-from assay.journal import Journal
+from assay.config.spec import load
+from assay.journal.store import Journal
+from assay.loop.hooks import Hooks
 
 CRASH = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
          "@@ -7,3 +7,4 @@ def run(n):\n         s += i * i\n         ops += 2\n     return ops\n"

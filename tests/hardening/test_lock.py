@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from hardening_kit import Repo
 
-from assay import lock as lock_mod
 from assay.errors import LockError
-from assay.lock import RunLock
+from assay.journal import lock as lock_mod
+from assay.journal.lock import RunLock
 
-CLI = [sys.executable, "-c", "from assay.cli import main; main()"]
+CLI = [sys.executable, "-c", "from assay.cli.app import main; main()"]
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from assay.lock import RunLock
+from assay.journal.lock import RunLock
 RunLock(Path(sys.argv[1]), heartbeat_s=0.2).acquire()
 print("held", flush=True)
 time.sleep(60)
@@ -107,7 +107,7 @@ RACER = """
 import sys, time
 from pathlib import Path
 from assay.errors import LockError
-from assay.lock import RunLock
+from assay.journal.lock import RunLock
 start = float(sys.argv[2])
 while time.time() < start:
     pass

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hardening_kit import alive, wait_dead, wait_for
 
-from assay import process
-from assay.config import EnvSpec
+from assay.bench import process
+from assay.config.spec import EnvSpec
 
 RUNNER = """
 import sys, time

@@ -17,7 +17,7 @@ import pytest
 from hardening_kit import ListProposer, Repo, make_repo
 
 import assay.api as api
-from assay import process
+from assay.bench import process
 from assay.errors import AssayError
 from assay.model import Candidate
 from assay.proposers.base import ProposalContext
@@ -265,9 +265,9 @@ def test_holdout_never_reaches_a_proposer_and_gates_keeps(tmp_path: Path) -> Non
         assert not any("holdout" in k or "quality" in k for k in details)
         assert "regressed" not in exp.note and "quality" not in exp.note
     # The journal flags them withheld (a field, not a word in the note) ...
-    from assay import config as config_mod
+    from assay.config import spec as config_mod
     from assay.faces import mcp
-    from assay.journal import Journal
+    from assay.journal.store import Journal
     from assay.model import WITHHELD_NOTE
 
     journal = Journal.open(repo.journal, readonly=True)

@@ -21,12 +21,12 @@ from hardening_kit import ListProposer, Repo, git, make_repo
 from rich.console import Console
 
 import assay.api as api
-from assay import verify
+from assay.cli import finalize as command
 from assay.faces import report
 from assay.faces.terminal import RunPrinter
-from assay.finalize import command
 from assay.finalize.run import finalize
-from assay.loop_progress import Summary
+from assay.loop.progress import Summary
+from assay.measure import verify
 from assay.model import Candidate, Decision, Direction, Experiment, ExperimentState, Verdict
 
 BENCH = """\
@@ -59,7 +59,7 @@ def kept_then_flat(tmp_path: Path) -> Repo:
 
 
 def cli(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from assay.cli import main; main()", *args,
+    return subprocess.run([sys.executable, "-c", "from assay.cli.app import main; main()", *args,
                            "-C", str(repo.root)], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "COLUMNS": "300"})
 

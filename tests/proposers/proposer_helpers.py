@@ -20,11 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from assay.config import Target, parse
-from assay.journal import Journal
-from assay.meter import Caps, Meter
+from assay.bench.meter import Caps, Meter
+from assay.config.prices import for_target
+from assay.config.spec import Target, parse
+from assay.journal.store import Journal
 from assay.model import Candidate, Incumbent
-from assay.prices import for_target
 from assay.proposers.base import ProposalContext
 from assay.usage import Spent, Usage
 

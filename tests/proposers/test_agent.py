@@ -22,10 +22,10 @@ from proposer_helpers import (
     target_of,
 )
 
-from assay.config import Target
+from assay.bench.meter import Caps, Meter
+from assay.config.prices import for_target
+from assay.config.spec import Target
 from assay.errors import CapReached, ConfigError, ProposerError
-from assay.meter import Caps, Meter
-from assay.prices import for_target
 from assay.proposers.agent import AgentProposer, render_command
 from assay.proposers.edits import rejection
 from assay.usage import Spent

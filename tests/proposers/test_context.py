@@ -7,7 +7,7 @@ from pathlib import Path
 
 from proposer_helpers import APP, BENCH, config_text, context_of, make_repo, target_of
 
-from assay.config import Target
+from assay.config.spec import Target
 from assay.model import Hypothesis
 from assay.proposers.base import ExperimentSummary
 from assay.proposers.context import build_context, estimate_tokens, incumbent_files
@@ -137,7 +137,7 @@ def test_example_context_is_printable(tmp_path: Path) -> None:
 
 
 def test_no_file_of_the_holdout_reaches_a_context_even_when_editable(tmp_path: Path) -> None:
-    from assay.workspace import Workspace
+    from assay.repo.workspace import Workspace
 
     root = tmp_path / "repo"
     cfg = config_text().replace('editable = ["src/**/*.py"]', 'editable = ["src/**"]').replace(

@@ -22,10 +22,10 @@ from proposer_helpers import (
     target_of,
 )
 
+from assay.bench.meter import Caps, Meter, prompt_tokens
+from assay.config.prices import for_target
 from assay.errors import CapReached, ConfigError, ProposerError
-from assay.meter import Caps, Meter, prompt_tokens
 from assay.model import patch_digest
-from assay.prices import for_target
 from assay.proposers.edits import rejection
 from assay.proposers.llm import LLMProposer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from proposer_helpers import APP, BENCH, LLMServer, config_text, make_repo, target_of
 
-from assay.config import parse
+from assay.config.spec import parse
 from assay.faces.mcp import OutsideProposer
 from assay.proposers.agent import AgentProposer
 from assay.proposers.llm import LLMProposer

@@ -7,7 +7,7 @@ from pathlib import Path
 from research_helpers import write
 
 from assay.research.brief import Findings, rank, render
-from assay.research.gaps import collect, compare
+from assay.research.gaps import collect, find_gaps
 from assay.research.profile import HotSpot, ProfileResult
 from assay.research.roofline import place, roof, workload
 
@@ -37,7 +37,7 @@ def _evidence(tmp_path: Path, hot: list[HotSpot]) -> Findings:
     write(tmp_path / "vulkan" / "b.cpp", FUSING)
     write(tmp_path / "metal" / "c.m", ONLY_NORM)
     write(tmp_path / "cpu" / "ops.c", CPU)
-    reports = [("backend", compare(collect(tmp_path / name, name),
+    reports = [("backend", find_gaps(collect(tmp_path / name, name),
                                    collect(tmp_path / "cpu", "cpu")))
                for name in ("cuda", "vulkan", "metal")]
     prof = ProfileResult("py-spy", "python bench.py", hotspots=hot, samples=100)

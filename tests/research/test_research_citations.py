@@ -7,9 +7,9 @@ from pathlib import Path
 
 from research_helpers import git, write
 
-from assay.config import load
+from assay.config.spec import load
 from assay.research import run_research
-from assay.research.gaps import collect, compare
+from assay.research.gaps import collect, find_gaps
 
 CPU = """\
 void compute(int op) {
@@ -38,7 +38,7 @@ static void evaluate(graph * g, int i) {
 def test_a_plumbing_kernel_of_ops_the_target_has_is_no_gap(tmp_path: Path) -> None:
     write(tmp_path / "cpu" / "ops.c", CPU)
     write(tmp_path / "gpu" / "convert.cu", GPU)
-    report = compare(collect(tmp_path / "gpu", "gpu"), collect(tmp_path / "cpu", "cpu"))
+    report = find_gaps(collect(tmp_path / "gpu", "gpu"), collect(tmp_path / "cpu", "cpu"))
     assert not [g for g in report.only_a if g.kind == "kernel"]
     assert [g.key for g in report.only_a if g.kind == "fusion"] == ["rms_norm+mul"]
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from research_helpers import write
 
-from assay.research.gaps import collect, compare, normalize, split_words
+from assay.research.gaps import collect, find_gaps, normalize, split_words
 
 
 def test_finds_the_fusion_a_python_competitor_has(fused_pair: tuple[Path, Path]) -> None:
     slow, fast = fused_pair
-    report = compare(collect(fast, "fast"), collect(slow, "slow"))
+    report = find_gaps(collect(fast, "fast"), collect(slow, "slow"))
     fusions = [g for g in report.only_a if g.kind == "fusion"]
     assert [g.key for g in fusions] == ["rms_norm+mul"]
     gap = fusions[0]
@@ -27,7 +27,7 @@ def test_finds_the_fusion_a_python_competitor_has(fused_pair: tuple[Path, Path])
 
 def test_identical_implementations_have_no_gaps(fused_pair: tuple[Path, Path]) -> None:
     slow, _ = fused_pair
-    report = compare(collect(slow, "a"), collect(slow, "b"))
+    report = find_gaps(collect(slow, "a"), collect(slow, "b"))
     assert report.only_a == [] and report.only_b == []
 
 
@@ -90,7 +90,7 @@ def test_backends_fusion_and_missing_op_with_file_and_line(tmp_path: Path) -> No
     write(tmp_path / "ggml-cuda" / "ggml-cuda.cu", CUDA)
     cuda = collect(tmp_path / "ggml-cuda", "ggml-cuda")
     cpu = collect(tmp_path / "ggml-cpu", "ggml-cpu")
-    report = compare(cuda, cpu)
+    report = find_gaps(cuda, cpu)
     by_key = {(g.kind, g.key): g for g in report.only_a}
     fusion = by_key[("fusion", "rms_norm+mul")]
     assert fusion.evidence[0].cite == "ggml-cuda/ggml-cuda.cu:14"
@@ -111,7 +111,7 @@ def test_backends_fusion_and_missing_op_with_file_and_line(tmp_path: Path) -> No
 def test_op_list_without_fusing_nearby_is_not_a_fusion(tmp_path: Path) -> None:
     write(tmp_path / "a" / "x.c", SUPPORTED)
     write(tmp_path / "b" / "y.c", "int nothing;\n")
-    report = compare(collect(tmp_path / "a", "a"), collect(tmp_path / "b", "b"))
+    report = find_gaps(collect(tmp_path / "a", "a"), collect(tmp_path / "b", "b"))
     assert not [g for g in report.only_a if g.kind == "fusion"]
     assert {g.key for g in report.only_a if g.kind == "op"} == {"rms_norm", "mul"}
 
@@ -126,7 +126,7 @@ def test_extension_of_an_existing_fusion_is_reported(tmp_path: Path) -> None:
         bool f = can_fuse(g, i, { GGML_OP_RMS_NORM, GGML_OP_MUL });
         int r = GGML_OP_ROPE;
         """)
-    report = compare(collect(tmp_path / "a", "a"), collect(tmp_path / "b", "b"))
+    report = find_gaps(collect(tmp_path / "a", "a"), collect(tmp_path / "b", "b"))
     gap = next(g for g in report.only_a if g.kind == "fusion")
     assert gap.key == "rms_norm+mul+rope"
     assert gap.extends == "rms_norm+mul"
@@ -144,7 +144,7 @@ def test_custom_op_prefix_and_fused_word(tmp_path: Path) -> None:
         """)
     a = collect(tmp_path / "a", "a", op_prefixes=["MYLIB_"])
     b = collect(tmp_path / "b", "b", op_prefixes=["MYLIB_"])
-    report = compare(a, b)
+    report = find_gaps(a, b)
     gap = next(g for g in report.only_a if g.kind == "fusion")
     assert gap.key == "layer_norm+gelu"
     assert gap.evidence[0].cite == "a/a.c:1"
@@ -177,7 +177,7 @@ def test_helper_macros_are_not_ops_and_splits_prefer_enum_ops(tmp_path: Path) ->
         int k = GGML_OP_NORM + GGML_OP_MUL + GGML_OP_ADD + GGML_OP_SCALE;
         """)
     a, b = collect(tmp_path / "a", "a"), collect(tmp_path / "b", "b")
-    report = compare(b, a)
+    report = find_gaps(b, a)
     assert "locals" not in a.keys("op")
     assert a.keys("op") == {"norm", "mul", "add", "scale"}
     fusion = next(g for g in report.only_a if g.kind == "fusion")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from research_helpers import write
 
-from assay.research.gaps import collect, compare, fusion_parts
+from assay.research.gaps import collect, find_gaps, fusion_parts
 
 CPU = """\
 void compute(struct tensor * t) {
@@ -85,7 +85,7 @@ def _report(tmp_path: Path):  # type: ignore[no-untyped-def]
     write(tmp_path / "cpu" / "ops.c", CPU)
     write(tmp_path / "gpu" / "fuse.cu", GPU)
     write(tmp_path / "gpu" / "types.h", TYPES)
-    return compare(collect(tmp_path / "gpu", "gpu"), collect(tmp_path / "cpu", "cpu"))
+    return find_gaps(collect(tmp_path / "gpu", "gpu"), collect(tmp_path / "cpu", "cpu"))
 
 
 def test_environment_variables_and_macros_are_not_ops(tmp_path: Path) -> None:

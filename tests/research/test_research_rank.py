@@ -8,7 +8,7 @@ from pathlib import Path
 
 from research_helpers import write
 
-from assay.journal import Journal
+from assay.journal.store import Journal
 from assay.model import (
     Candidate,
     Decision,
@@ -17,7 +17,7 @@ from assay.model import (
     Verdict,
 )
 from assay.research.brief import Findings, rank, render
-from assay.research.gaps import collect, compare
+from assay.research.gaps import collect, find_gaps
 from assay.research.profile import HotSpot, ProfileResult
 from assay.research.rerank import replace_sections
 from assay.research.roofline import place, roof, workload
@@ -47,7 +47,7 @@ def _findings(tmp_path: Path, hot: list[HotSpot]) -> Findings:
     write(tmp_path / "vk" / "b.cpp", OTHER.replace(
         "bool a = can_fuse(g, i, { GGML_OP_SOFT_MAX, GGML_OP_SCALE });\n", ""))
     write(tmp_path / "cpu" / "ops.c", CPU)
-    reports = [("backend", compare(collect(tmp_path / n, n), collect(tmp_path / "cpu", "cpu")))
+    reports = [("backend", find_gaps(collect(tmp_path / n, n), collect(tmp_path / "cpu", "cpu")))
                for n in ("gpu", "vk")]
     prof = ProfileResult("perf", "bench", hotspots=hot, samples=1000, exit_code=0)
     r = roof("x", "fp32", 1e11, 1e10)  # ridge 10 FLOP/byte

@@ -11,11 +11,11 @@ import typer
 from research_helpers import ATOM, closed_port, write
 from typer.testing import CliRunner
 
-from assay.config import load
+from assay.cli.research import research_command
+from assay.config.spec import load
 from assay.errors import ConfigError
-from assay.journal import Journal
+from assay.journal.store import Journal
 from assay.research import ResearchConfig, read_brief, run_research
-from assay.research.command import research_command
 
 
 def test_run_research_end_to_end(target_repo: Path) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import WorkspaceError
-from ..git import git
+from ..repo.git import git
 
 BUNDLE_REF = "refs/assay/bundle"
 

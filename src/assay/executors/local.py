@@ -17,12 +17,12 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 
-from ..config import Target
+from ..bench.process import CancelToken
+from ..bench.worker import SlotTrees, run_block, sweep
+from ..config.spec import Target
 from ..errors import ExecutorError
 from ..model import Block, BlockResult, Slot
-from ..process import CancelToken
-from ..worker import SlotTrees, run_block, sweep
-from ..workspace import Workspace
+from ..repo.workspace import Workspace
 from .base import Executor
 from .slots import OwnSlots, pick_slot
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config import Target
+from ..config.spec import Target
 from ..errors import ExecutorError
 from ..model import Block, BlockResult, Slot
 from ..registry import EXECUTORS
-from ..workspace import Workspace
+from ..repo.workspace import Workspace
 from .base import Executor
 from .local import LocalExecutor, local_slots
 from .ray import RayConfig, RayExecutor

@@ -11,7 +11,7 @@ measurements never share a device even if the driver's bookkeeping were wrong.
 Nodes need no shared filesystem: the driver packs the incumbent commit into git bundles
 (:mod:`assay.executors.bundle`) held in the object store; the task fetches what its
 node-local clone lacks, rebuilds the target from the shipped config text, and runs the
-same :func:`assay.worker.run_block` as the local executor in warm per-slot worktrees that
+same :func:`assay.bench.worker.run_block` as the local executor in warm per-slot worktrees that
 persist on the node. Logs travel back inside the result and are written under the
 driver's ``.assay/logs`` so every path in the journal is valid on the driver.
 
@@ -49,13 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .. import contain, sandbox
-from ..config import Target, parse
+from .. import sandbox
+from ..bench import contain
+from ..bench.process import CancelToken
+from ..bench.worker import SlotTrees, run_block
+from ..config.spec import Target, parse
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
-from ..process import CancelToken
-from ..worker import SlotTrees, run_block
-from ..workspace import Workspace
+from ..repo.workspace import Workspace
 from . import bundle
 from .base import Executor
 from .slots import pick_slot

@@ -61,10 +61,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import PlatformSpec, Target
+from ..config.spec import PlatformSpec, Target
 from ..errors import ExecutorError, require
 from ..model import Block, BlockResult, Slot
-from ..workspace import Workspace
+from ..repo.workspace import Workspace
 from .base import Executor
 from .ray import SLOT_RESOURCE, RayConfig, RayExecutor
 

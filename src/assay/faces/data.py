@@ -16,15 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import lock as lock_mod
-from .. import spend, verify
-from ..config import Target
+from ..config.spec import Target
 from ..export import experiment_dict, shown_value
-from ..journal import JOURNAL_NAME, Journal
-from ..journal_records import CalibrationRecord
-from ..loop_progress import progress as run_progress
+from ..journal import lock as lock_mod
+from ..journal.store import JOURNAL_NAME, Journal
+from ..loop.progress import progress as run_progress
+from ..loop.sessions import holding_branch
+from ..measure import spend, verify
 from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
-from ..sessions import holding_branch
+from ..records import CalibrationRecord
 from ..usage import Spent
 from .terminal import improvement, paired_words, pct, ratio_words
 
@@ -126,12 +126,6 @@ def resources(cost: Mapping[str, Any]) -> list[dict[str, Any]]:
             out.append({"key": key, "name": name, "unit": unit, "total": total,
                         "per_kept": total / kept if kept else None})
     return out
-
-
-def branch_of(target: Target, commit: str | None, default: str) -> str:
-    """The assay branch whose tip is ``commit`` (the run's own branch when it is, or none
-    is): the answer ``assay status`` gives."""
-    return holding_branch(target.root, commit, default) if commit else default
 
 
 # -- the overview ------------------------------------------------------------------------
@@ -320,7 +314,7 @@ def status_data(target: Target, journal: Journal | None,
         events=[{"id": ev.id, "ts": ev.ts, "kind": ev.kind,
                  "experiment_id": ev.experiment_id, "message": ev.message}
                 for ev in recent],
-        branch=branch_of(target, inc.commit if inc and inc.experiment_id else None,
+        branch=holding_branch(target.root, inc.commit if inc and inc.experiment_id else None,
                          f"assay/{journal.run_name() or 'main'}"),
         noise=noise_data(target, journal),
         spend=spend.of_journal(journal, target),

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, api
-from ..config import Target
+from ..config.spec import Target
 from ..errors import AssayError
 from ..export import experiment_dict
-from ..journal import Journal
-from ..loop import Loop
+from ..journal.store import Journal
+from ..loop.driver import Loop
 from ..model import Candidate, Experiment, ExperimentState, ParamValue, for_proposer
 from ..proposers.base import ProposalContext, Proposer
 from .data import lock_state, open_readonly, status_data

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..config import Target
+from ..config.spec import Target
 from . import page
 from .data import open_readonly, report_data
 

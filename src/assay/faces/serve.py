@@ -26,10 +26,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from .. import spend
-from ..config import Target
+from ..config.spec import Target
 from ..errors import AssayError
-from ..journal import Journal
+from ..journal.store import Journal
+from ..measure import spend
 from ..strictjson import dumps
 from . import page, report
 from .data import (

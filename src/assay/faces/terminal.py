@@ -19,12 +19,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..chain import words as chain_words
-from ..journal import peek_count
-from ..loop_progress import Summary
+from ..journal.store import peek_count
+from ..loop.progress import Summary
+from ..measure.chain import words as chain_words
+from ..measure.verify import compounded, unreproduced
 from ..model import Direction, Experiment
 from ..strictjson import dumps
-from ..verify import compounded, unreproduced
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
          "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
@@ -362,7 +362,8 @@ class RunPrinter:
 
 
 def print_spend(console: Console, sp: dict[str, Any]) -> None:
-    """The model calls' spend (assay.spend), its caps, and a stop rule that ended the run."""
+    """The model calls' spend (:mod:`assay.measure.spend`), its caps, and a stop rule
+    that ended the run."""
     if not sp["calls"] and not sp["caps"]:
         return
     caps = sp["caps_words"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..config import Target
-from ..journal_records import Fingerprint
+from ..config.spec import Target
+from ..measure.compare import Measured
 from ..model import Hypothesis
+from ..records import Fingerprint
 from .grouping import Group
-from .measure import Measured
 from .review import ReviewResult
 
 NOT_ALONE = "does not stand on its own"

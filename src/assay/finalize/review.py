@@ -41,14 +41,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import contain, keys, process
-from ..config import Target
+from .. import keys
+from ..bench import contain, process
+from ..bench.meter import prompt_tokens
+from ..config.section import Section
+from ..config.spec import Target
 from ..errors import ProposerError, ReviewError
-from ..git import git
-from ..meter import prompt_tokens
 from ..proposers.llm import LLMProposer
 from ..registry import REVIEWERS
-from ..section import Section
+from ..repo.git import git
 from ..usage import Usage
 
 REVIEW_SYSTEM = ("You review performance optimizations for correctness against a project's "

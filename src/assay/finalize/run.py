@@ -28,20 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import fingerprint, process, verify
 from ..assemble import load, open_journal
-from ..config import PlatformSpec, Target
+from ..bench import fingerprint, process
+from ..bench.meter import Meter, caps_of
+from ..bench.worker import cache_env, run_step
+from ..config.prices import for_target
+from ..config.spec import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
-from ..git import git
-from ..journal import Journal
-from ..journal_records import FinalizedGroup, FinalizeRecord, Fingerprint
-from ..lock import RunLock
-from ..meter import Meter, caps_of
+from ..journal.lock import RunLock
+from ..journal.store import Journal
+from ..measure import compare as measure
+from ..measure import verify
 from ..model import ExperimentState
-from ..prices import for_target
-from ..worker import cache_env, run_step
-from ..workspace import Workspace, split_params
-from . import branches, grouping, measure, pr, review
+from ..records import FinalizedGroup, FinalizeRecord, Fingerprint
+from ..repo import plumbing as branches
+from ..repo.git import git
+from ..repo.workspace import Workspace, split_params
+from . import grouping, pr, review
 from .grouping import Change, Group
 
 Report = Callable[[str], None]

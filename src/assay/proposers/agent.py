@@ -69,14 +69,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import keys
-from ..config import Target, glob_match
-from ..contain import spec_for
+from ..bench.contain import spec_for
+from ..bench.process import PROCS_DIR, mount_isolation_available, scrubbed_env
+from ..bench.process import run as run_process
+from ..config.spec import Target, glob_match
 from ..errors import ProposerError
-from ..git import git
-from ..journal import Journal
+from ..journal.store import Journal
 from ..model import Candidate
-from ..process import PROCS_DIR, mount_isolation_available, scrubbed_env
-from ..process import run as run_process
+from ..repo.git import git
 from ..sandbox import Spec
 from ..usage import Usage
 from .base import ProposalContext, Proposer

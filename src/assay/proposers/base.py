@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import Target
+from ..bench.meter import Meter
+from ..config.spec import Target
 from ..errors import ProposerError
-from ..meter import Meter
 from ..model import Candidate, Experiment, Hypothesis, Incumbent
 
 
@@ -76,7 +76,7 @@ class ProposalContext:
     # Returns a clean checkout of the incumbent, for proposers that read or edit files.
     checkout: Callable[[str], Path] | None = None
     files: Mapping[str, str] = field(default_factory=dict)  # editable files at the incumbent
-    # Checks each model call against the spending caps and records it (assay.meter); a
+    # Checks each model call against the spending caps and records it (assay.bench.meter); a
     # proposer that calls a model refuses a context without one (metered()).
     meter: Meter | None = None
 
@@ -85,7 +85,7 @@ class ProposalContext:
         if self.meter is None:
             raise ProposerError(f"the {proposer} proposer calls a model, and its context has no "
                                 "meter to count and cap the calls: pass meter=Meter(...) "
-                                "(assay.meter) in the ProposalContext, as the loop does")
+                                "(assay.bench.meter) in the ProposalContext, as the loop does")
         return self.meter
 
 

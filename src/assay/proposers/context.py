@@ -38,11 +38,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..config import Target
+from ..config.spec import Target
 from ..errors import ProposerError
-from ..git import git
-from ..holdout import holdout_files
 from ..model import Hypothesis
+from ..repo.git import git
+from ..repo.holdout import holdout_files
 from .base import ExperimentSummary, ProposalContext
 
 CHARS_PER_TOKEN = 4

@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..config import Target
+from ..config.spec import Target
 from ..errors import PatchError, ProposerError
-from ..git import git
 from ..model import Candidate
+from ..repo.git import git
 
 WHOLE_FILE_MAX_BYTES = 8000
 HYPOTHESIS_MAX_CHARS = 300

@@ -19,10 +19,10 @@ errors)::
     context_tokens = 24000            # budget of the context text (see context.py)
     whole_file_max_bytes = 8000       # largest file a FILE block may replace whole
 
-Prices come from the price table (:mod:`assay.prices`: bundled, with ``[prices."<model>"]``
-in assay.toml over it). Before each request the meter (:mod:`assay.meter`) checks the
+Prices come from the price table (:mod:`assay.config.prices`: bundled, with ``[prices."<model>"]``
+in assay.toml over it). Before each request the meter (:mod:`assay.bench.meter`) checks the
 request's worst case against the ``[run]`` caps: the prompt's tokens (a conservative
-count, :func:`~assay.meter.prompt_tokens`) at the input price plus ``max_tokens`` at the
+count, :func:`~assay.bench.meter.prompt_tokens`) at the input price plus ``max_tokens`` at the
 output price; a cap reached ends the wave with the candidates already made.
 
 One wave: ``propose(context, n)`` asks the model n times, one candidate each; every ask
@@ -67,12 +67,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import keys
-from ..config import Target
+from ..bench.meter import Meter, prompt_tokens
+from ..config.spec import Target
 from ..errors import CapReached, ProposerError
-from ..git import git
-from ..journal import Journal
-from ..meter import Meter, prompt_tokens
+from ..journal.store import Journal
 from ..model import Candidate
+from ..repo.git import git
 from ..usage import Usage
 from .base import ProposalContext, Proposer
 from .chat import (
@@ -107,7 +107,7 @@ and keep the program correct (its checks must still pass).
 
 """ + FORMAT_RULES
 
-# defaults of [proposer.llm], read here and by `assay plan`'s spend estimate (assay.spend)
+# defaults of [proposer.llm], read here and by `assay plan`'s spend estimate (assay.measure.spend)
 RETRIES = 2
 CONTEXT_TOKENS = 24_000
 MAX_TOKENS = 4096

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Target
+from ..config.spec import Target
 from ..errors import ProposerError
-from ..journal import Journal
+from ..journal.store import Journal
 from ..model import Candidate
 from .base import ProposalContext, Proposer
 

@@ -3,11 +3,11 @@
 :func:`private_checkout` writes the incumbent's files into a fresh repository in the
 system's temporary folder, outside the target and its ``.assay`` (journal, logs, slot
 worktrees): a plain ``git init`` with one commit, no link back to the target's repository.
-The holdout files (:func:`assay.holdout.holdout_files`: the ``[scope] holdout`` globs and the files
-``[commands] holdout`` names) are left out.
+The holdout files (:func:`assay.repo.holdout.holdout_files`: the ``[scope] holdout`` globs
+and the files ``[commands] holdout`` names) are left out.
 
 :func:`hidden_paths` lists what the agent's process must not see at all; where the machine
-allows a mount namespace (:func:`assay.process.mount_isolation_available`) each is covered
+allows a mount namespace (:func:`assay.bench.process.mount_isolation_available`) each is covered
 for the agent's processes (the state folder with the journal and logs, the repository's git
 folder, the holdout files), and ``/proc`` shows only the agent's own processes.
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..config import Target, glob_match
+from ..config.spec import Target, glob_match
 from ..errors import ProposerError
-from ..git import git
-from ..holdout import holdout_files
+from ..repo.git import git
+from ..repo.holdout import holdout_files
 
 _IDENT = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
           "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost",

@@ -14,13 +14,13 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from ..config import ParamSpec, Target
+from ..config.spec import ParamSpec, Target
 from ..errors import ProposerError
 from ..extras import need
-from ..journal import Journal
+from ..journal.store import Journal
 from ..model import Candidate, Direction, Experiment, ExperimentState, ParamValue, patch_digest
 from ..registry import SAMPLERS
-from ..workspace import held_params
+from ..repo.workspace import held_params
 from .base import ProposalContext, Proposer
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..config import glob_match
+from ..config.spec import glob_match
 from .diffs import FunctionDiff
 from .gaps import Gap, GapReport, normalize
 from .index import Hit

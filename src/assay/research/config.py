@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Target
+from ..config.spec import Target
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Target, glob_match
+from ..config.spec import Target, glob_match
 from .config import ResearchConfig
 from .gaps import Side, collect
 from .profile import ProfileResult

@@ -543,7 +543,7 @@ def _segment(words: tuple[str, ...], vocab: frozenset[tuple[str, ...]],
     return last[1] if last is not None else None
 
 
-def compare(a: Side, b: Side) -> GapReport:
+def find_gaps(a: Side, b: Side) -> GapReport:
     """Features of ``a`` missing from ``b`` and the reverse, most telling first."""
     finish([a, b])
     report = GapReport(a, b)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import Target
+from ..config.spec import Target
 from ..model import ExperimentState
 from .brief import ResearchHypothesis, choose, render_hypotheses, render_lessons, score_all
 from .research_journal import ResearchJournal

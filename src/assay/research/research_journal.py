@@ -9,7 +9,7 @@ from ..model import Experiment, ExperimentState, Hypothesis
 
 
 class ResearchJournal(Protocol):
-    """The part of :class:`assay.journal.Journal` research reads and writes."""
+    """The part of :class:`assay.journal.store.Journal` research reads and writes."""
 
     def add_hypothesis(self, text: str, sources: Sequence[str], source_kind: str,
                        score: float = 0.0) -> int: ...

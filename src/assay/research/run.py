@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Target
+from ..bench.metrics import read_metric
+from ..bench.process import scrubbed_env
+from ..config.spec import Target
 from ..errors import MetricError
-from ..metrics import read_metric
 from ..model import Direction
-from ..process import scrubbed_env
 from .brief import Findings, hot_path_rows, rank, render
 from .config import ResearchConfig
 from .diffs import hot_function_diffs
 from .focus import focus_files, focus_side, locate_symbols
-from .gaps import GapReport, Side, collect, compare, split_words
+from .gaps import GapReport, Side, collect, find_gaps, split_words
 from .index import Hit, PassageIndex
 from .profile import ProfileResult, profile_command, uses_torch
 from .remote import ArxivClient, GithubClient, Paper, RemoteUnavailable, RepoHit
@@ -159,7 +159,7 @@ def _gaps(run: _Run, sources: Sequence[tuple[Source, Path]]
             run.notes.append(f"{src.name}: no code files to compare")
             continue
         # collected afresh: comparing classifies definitions with both vocabularies
-        reports.append((src.kind, compare(other, focus_side(run.target, run.cfg))))
+        reports.append((src.kind, find_gaps(other, focus_side(run.target, run.cfg))))
         if src.kind == "fork":  # another version of the same code: its hot functions
             sides.append(other)
     return reports, sides

@@ -19,9 +19,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import glob_match
+from ..config.spec import glob_match
 from ..errors import AssayError, require
-from ..git import git
+from ..repo.git import git
 
 DOC_EXTS = frozenset({".md", ".markdown", ".txt", ".rst", ".adoc", ".org", ".tex"})
 CODE_EXTS = frozenset({

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..config import Target
+from ..config.spec import Target
 from .brief import ResearchHypothesis
 from .research_journal import ResearchJournal
 

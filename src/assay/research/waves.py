@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Target
+from ..config.spec import Target
 from ..model import Experiment, ExperimentState, Verdict
 from .research_journal import ResearchJournal
 

@@ -3,12 +3,12 @@
 Twins (fast, no git, no processes, no threads):
 
 - :class:`MemoryRepository`: the run branch in memory (implements
-  :class:`assay.repository.Repository`);
+  :class:`assay.repo.repository.Repository`);
 - :class:`~assay.executors.function.FunctionExecutor` and
   :func:`~assay.executors.function.values`: an executor backed by a function;
 - ``Journal.memory()``: a journal on an in-memory SQLite database.
 
-:func:`memory_loop` puts them together: a :class:`~assay.loop.Loop` that runs thousands of
+:func:`memory_loop` puts them together: a :class:`~assay.loop.driver.Loop` that runs thousands of
 decisions a minute.
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import Target
-from ..decision import DecisionRule
+from ..config.spec import Target
+from ..decision.rule import DecisionRule
 from ..executors.base import Executor
 from ..executors.function import FunctionExecutor, values
-from ..journal import Journal
-from ..loop import Event, Loop
+from ..journal.store import Journal
+from ..loop.driver import Event, Loop
 from ..model import Candidate
 from ..proposers.base import ProposalContext, Proposer
 from .repository import ROOT_COMMIT, MemoryCommit, MemoryRepository

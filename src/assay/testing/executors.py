@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pytest
 
-from .. import config
+from ..config import spec as config
 from ..executors.base import Executor
-from ..git import git
 from ..model import Block, BlockKind, BlockResult, Candidate, Incumbent, RunStatus
-from ..workspace import Workspace
+from ..repo.git import git
+from ..repo.workspace import Workspace
 
 BENCH = r'''
 import os, sys, time, pathlib

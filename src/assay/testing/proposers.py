@@ -31,13 +31,13 @@ from pathlib import Path
 
 import pytest
 
-from ..config import Target
+from ..bench.meter import Meter
+from ..config.prices import for_target
+from ..config.spec import Target
 from ..errors import PatchError
-from ..meter import Meter
 from ..model import Candidate, Decision, Experiment, ExperimentState, Incumbent, Verdict
-from ..prices import for_target
 from ..proposers.base import ExperimentSummary, ProposalContext, Proposer
-from ..workspace import check_scope
+from ..repo.workspace import check_scope
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """An in-memory twin of the git workspace, for loops that need no repository.
 
-:class:`MemoryRepository` implements :class:`assay.repository.Repository`: kept candidates
+:class:`MemoryRepository` implements :class:`assay.repo.repository.Repository`: kept candidates
 become commits with deterministic ids (a hash of parent, patch, parameters and message),
 recorded in :attr:`MemoryRepository.commits`; patches are recorded, not applied, so every
 commit shows the files it started with. Use it with a function-backed executor

@@ -1,6 +1,6 @@
-"""The decision-rule conformance kit: what any :class:`~assay.decision.DecisionRule` owes.
+"""The decision-rule conformance kit: what any :class:`~assay.decision.rule.DecisionRule` owes.
 
-A rule is driven through :func:`~assay.decide.decide_next` with scripted values (no
+A rule is driven through :func:`~assay.decision.next_step.decide_next` with scripted values (no
 repository, no journal): :func:`drive` measures the blocks the rule asks for, with values
 from a function of (role, pair index), until the rule keeps, discards or gives up.
 Subclass :class:`DecisionRuleContract` as ``Test...`` and give the rule::
@@ -19,9 +19,9 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..config import DecisionSpec
-from ..decide import Action, BlockEvidence, Evidence, Keep, Measure, Rerun, decide_next
-from ..decision import DecisionContext, DecisionRule
+from ..config.spec import DecisionSpec
+from ..decision.next_step import Action, BlockEvidence, Evidence, Keep, Measure, Rerun, decide_next
+from ..decision.rule import DecisionContext, DecisionRule
 from ..model import Direction, Incumbent, NextBlock, Role, RunResult, RunStatus
 
 Values = Callable[[str, int], float]  # (role 'A' or 'B', run number) -> benchmark value

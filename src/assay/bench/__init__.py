@@ -1,0 +1,1 @@
+"""How one benchmark block runs: processes in the sandbox, metrics, checks, the worker."""

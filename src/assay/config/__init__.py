@@ -1,0 +1,1 @@
+"""The validated ``assay.toml``: frozen specs, their parsing, the watch language, prices."""

@@ -1,0 +1,1 @@
+"""Pure functions of the evidence: the rule interface, the next step, the statistics."""

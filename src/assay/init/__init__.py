@@ -1,0 +1,1 @@
+"""``assay init``: what it detects in a repository, what it asks, what it writes."""

@@ -1,0 +1,1 @@
+"""The journal: the one place that speaks SQL, its seals and the run lock."""

@@ -1,0 +1,1 @@
+"""The experiment loop: the driver and the parts it composes."""

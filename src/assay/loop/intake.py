@@ -1,0 +1,118 @@
+"""What a candidate goes through before it is queued: its link to a journal hypothesis, the
+reasons to reject it before any run, and its patch merged onto the incumbent."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+
+from ..bench.contain import UNCONFINED
+from ..config.spec import Target
+from ..errors import PatchError, WorkspaceError
+from ..journal.store import Journal
+from ..model import Candidate, Incumbent, ParamValue
+from ..repo.merge import merge_onto
+from ..repo.repository import Repository
+from ..repo.workspace import check_scope, held_params
+from .sessions import SessionOptions
+
+_HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
+
+
+class Intake:
+    """Checks candidates for one loop's target, journal and repository."""
+
+    def __init__(self, target: Target, journal: Journal, ws: Repository,
+                 incumbent: Callable[[], Incumbent]) -> None:
+        self.target = target
+        self.journal = journal
+        self.ws = ws
+        self.incumbent = incumbent
+
+    def admit(self, cand: Candidate, session: SessionOptions) -> tuple[Candidate, str]:
+        """The candidate as it is queued, and why it is rejected ('' when it is not)."""
+        cand = self.link_hypothesis(cand)
+        if session.unconfined:  # shown on the experiment by `show`, status, the report
+            cand = dataclasses.replace(cand, meta={**cand.meta, UNCONFINED: True})
+        reason = self.reject_reason(cand, session.retry)  # the patch as proposed: its scope
+        if not reason:
+            cand, reason = self.merged(cand)
+        return cand, reason
+
+    def link_hypothesis(self, cand: Candidate) -> Candidate:
+        """Link a candidate whose hypothesis names a journal hypothesis (``H4: ...``) to it."""
+        if cand.hypothesis_id is not None:
+            return cand
+        m = _HYP_REF.match(cand.hypothesis)
+        if not m:
+            return cand
+        hid = int(m.group(1))
+        known = {h.id: h for h in self.journal.hypotheses()}
+        if hid not in known:
+            return cand
+        sources = tuple(dict.fromkeys((*cand.sources, *known[hid].sources)))
+        return dataclasses.replace(cand, hypothesis_id=hid, sources=sources)
+
+    def merged(self, cand: Candidate) -> tuple[Candidate, str]:
+        """The candidate's patch merged onto the incumbent (:mod:`assay.repo.merge`), and on a
+        conflict the reason: ``conflict: <files> ...``."""
+        if not cand.patch.strip():
+            return cand, ""
+        inc = self.incumbent()
+        try:
+            merged = merge_onto(self.target.root, cand.patch, inc.commit)
+        except WorkspaceError:
+            return cand, ""  # not a git repository here: applied as it stands
+        if merged is None:
+            return cand, ""
+        if merged.conflicts:
+            return cand, (f"conflict: {', '.join(merged.conflicts)}: the patch and the "
+                          f"incumbent {inc.commit[:12]} change the same lines")
+        return dataclasses.replace(cand, patch=merged.patch), ""
+
+    def reject_reason(self, cand: Candidate, retry: bool) -> str:
+        """Why ``cand`` is rejected before any run: its scope, its parameters, a repeat."""
+        if cand.meta.get("rejected"):
+            return str(cand.meta["rejected"])
+        if cand.is_empty():
+            return "the candidate changes nothing"
+        inc = self.incumbent()
+        if not cand.patch.strip() and cand.base_commit == inc.commit \
+                and self._holds(inc, cand.params):
+            return "the candidate changes nothing: its parameter values are the incumbent's"
+        dup = self.journal.find_digest(cand.digest)
+        if dup and not retry:
+            return f"identical to {dup}, already tried"
+        try:
+            if cand.patch.strip():
+                check_scope(cand.patch, self.target)
+            declared = {p.name for p in self.target.params}
+            unknown = set(cand.params) - declared
+            if unknown:
+                return f"sets undeclared parameters {sorted(unknown)}"
+        except PatchError as exc:
+            return str(exc)
+        return ""
+
+    def _holds(self, inc: Incumbent, params: Mapping[str, ParamValue]) -> bool:
+        """Whether ``inc`` already holds every value in ``params``: assay's own values, else
+        the line of an assigned parameter's file at its commit (read only when needed)."""
+        rest: dict[str, ParamValue] = {}
+        for name, value in params.items():
+            if name not in inc.params:
+                rest[name] = value
+            elif inc.params[name] != value:
+                return False
+        if not rest:
+            return True
+
+        def read(path: str) -> str | None:
+            try:
+                return self.ws.file_at(inc.commit, path)
+            except WorkspaceError:
+                return None
+
+        specs = [p for p in self.target.params if p.name in rest]
+        held = held_params(specs, {}, read)
+        return all(held.get(k) == v for k, v in rest.items())

@@ -1,0 +1,208 @@
+"""Carrying out what :func:`~assay.decision.next_step.decide_next` says about an experiment: another
+block, a keep (committed, the new incumbent), a discard, an invalid or crashed end; and
+recording the outcome where it is read (the journal, the hooks, the proposer, the stop rules).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..config.spec import Target
+from ..decision.next_step import (
+    Action,
+    BlockEvidence,
+    Discard,
+    Evidence,
+    Invalid,
+    Keep,
+    Measure,
+    Rerun,
+    decide_next,
+)
+from ..decision.rule import DecisionContext, DecisionRule
+from ..errors import AssayError, PatchError
+from ..executors.base import Executor
+from ..journal.store import Journal
+from ..model import (
+    BlockState,
+    Decision,
+    Experiment,
+    ExperimentState,
+    Incumbent,
+    NextBlock,
+    RunResult,
+    for_proposer,
+)
+from ..proposers.base import Proposer
+from ..records import CalibrationRecord
+from ..repo.repository import Repository
+from . import fanout as loop_platforms
+from .calibration import Calibration
+from .hooks import Hooks
+from .stopping import Stopping
+
+
+class Outcomes:
+    """Decides each experiment's next step with the loop's rule and carries it out."""
+
+    def __init__(self, target: Target, journal: Journal, ws: Repository, executor: Executor,
+                 proposer: Proposer, rule: DecisionRule, hooks: Hooks, noise: Calibration,
+                 stopping: Stopping,
+                 emit: Callable[[str, str, Experiment | None], None]) -> None:
+        self.target = target
+        self.journal = journal
+        self.ws = ws
+        self.executor = executor
+        self.proposer = proposer
+        self.rule = rule
+        self.hooks = hooks
+        self.noise = noise
+        self.stopping = stopping
+        self.emit = emit
+
+    @property
+    def incumbent(self) -> Incumbent:
+        inc = self.journal.incumbent()
+        if inc is None:
+            raise AssayError("the journal has no incumbent; call start() first")
+        return inc
+
+    def decision_context(self, exp_id: str | None = None) -> DecisionContext:
+        """What a decision rule sees (for ``exp_id``: the history without its own runs)."""
+        cal = self.journal.calibration() or CalibrationRecord()
+        inc = self.journal.incumbent()
+        slots = tuple(s.name for s in self.executor.slots)
+        history: dict[str, tuple[float, ...]] = {}
+        if inc is not None and self.target.decision.rule == "expensive":
+            for s in slots:
+                history[s] = self.journal.recent_incumbent_values(
+                    s, self.target.metric.name, inc.commit, exclude_experiment=exp_id)
+        block_noise: dict[str, float] = {}
+        if exp_id is not None:
+            block_noise = {b.id: b.noise for b in self.journal.blocks(exp_id)
+                           if b.noise is not None}
+        return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
+                               delta=self.noise.delta, slots=slots, noise=cal.noise,
+                               incumbent_history=history, bounds=self.target.metric.bounds,
+                               block_noise=block_noise,
+                               pooled=float(cal.pooled or math.nan),
+                               noise_samples=cal.samples)
+
+    def evidence(self, exp_id: str) -> Evidence:
+        """A frozen snapshot of what is known about ``exp_id``, for :func:`decide_next`."""
+        runs: dict[str, list[RunResult]] = {}
+        for r in self.journal.runs(exp_id):
+            runs.setdefault(r.block_id, []).append(r)
+        blocks = tuple(
+            BlockEvidence(b.id, b.kind, b.incumbent.commit, b.slot or "",
+                          tuple(sorted(runs.get(b.id, ()), key=lambda r: r.index)),
+                          b.error, b.error_kind, b.platform)
+            for b in self.journal.blocks(exp_id, states=(BlockState.DONE,)))
+        return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id),
+                        self.target.metric.name, tuple(self.target.guards),
+                        self.target.holdout_metric)
+
+    def queue_first(self, exp: Experiment) -> None:
+        """Queue an experiment's first block (one on each declared platform)."""
+        nb = self.rule.first_block(self.decision_context())
+        for platform in [p.name for p in self.target.platforms] or [""]:
+            self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent,
+                                   platform=platform)
+
+    def advance(self, exp: Experiment) -> Experiment:
+        """Decide what comes next for ``exp`` and do it."""
+        if self.target.platforms:
+            return self._advance_platforms(exp)
+        return self._act(exp, decide_next(self.evidence(exp.id), self.rule))
+
+    def _advance_platforms(self, exp: Experiment) -> Experiment:
+        """With [[platforms]]: decide on each platform's own blocks, then across them."""
+        ev = self.evidence(exp.id)
+        pending = {b.platform for b in self.journal.blocks(
+            exp.id, states=(BlockState.QUEUED, BlockState.RUNNING))}
+        c = loop_platforms.combine(ev, pending, self.target, self.executor, self.rule)
+        for name, action in c.queue:
+            self._act(exp, action, platform=name)
+        if c.final is None:
+            return exp
+        return self._act(exp, loop_platforms.final_action(c, ev, self.target))
+
+    def _act(self, exp: Experiment, action: Action, platform: str = "") -> Experiment:
+        if isinstance(action, Keep):
+            action = Keep(loop_platforms.per_slot(self.evidence(exp.id), action.decision,
+                                                  self.target))
+        decision = action.decision if not isinstance(action, Rerun) else None
+        if decision is not None:
+            self.journal.set_decision(exp.id, decision)
+        if isinstance(action, Measure | Rerun):
+            if action.message:
+                self.emit(action.event, action.message, exp)
+            if isinstance(action, Measure) and action.notice:
+                self.emit("rebase", action.notice, exp)
+            if isinstance(action, Rerun) and action.fail:
+                self.stopping.fail(action.fail)
+            self._add_block(exp, action.block, avoid=action.avoid_slot, platform=platform)
+            return exp
+        if isinstance(action, Keep):
+            return self._keep(exp, action.decision)
+        if isinstance(action, Invalid):
+            state = ExperimentState.CRASHED if action.crashed else ExperimentState.INVALID
+            return self._finish(exp, state, action.reason, decision)
+        assert isinstance(action, Discard)
+        return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision,
+                            withheld=action.withheld)
+
+    def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None,
+                   platform: str = "") -> None:
+        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid,
+                               platform=platform)
+
+    def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
+        inc = self.incumbent
+        params = {**inc.params, **exp.candidate.params}
+        msg = (f"assay {exp.id}: {exp.candidate.hypothesis}\n\n{decision.reason}\n"
+               f"proposer: {exp.candidate.proposer}")
+        try:
+            sha = self.ws.commit_candidate(inc.commit, exp.candidate.patch, params, msg)
+        except PatchError as exc:
+            return self._finish(exp, ExperimentState.INVALID, f"cannot commit: {exc}", decision)
+        new = Incumbent(commit=sha, params=params, experiment_id=exp.id)
+        with self.journal.tx():
+            self.journal.set_incumbent(new)
+            self.journal.set_state(exp.id, ExperimentState.KEPT, note=decision.reason, commit=sha)
+        done = self.journal.experiment(exp.id)
+        assert done is not None
+        self.emit("keep", f"{exp.id} KEPT ({sha[:12]}): {decision.reason}", done)
+        self.hooks.fire("on_keep", exp.id, {"ASSAY_COMMIT": sha})
+        self.told(done)
+        value = decision.details.get("candidate_value")
+        self.stopping.kept(None if value is None else float(value))
+        return done
+
+    def _finish(self, exp: Experiment, state: ExperimentState, reason: str,
+                decision: Decision | None = None, withheld: bool = False) -> Experiment:
+        for b in self.journal.blocks(exp.id, states=(BlockState.QUEUED,)):
+            self.journal.cancel_block(b.id, f"experiment {state.value}")
+        self.journal.set_state(exp.id, state, note=reason, withheld=withheld)
+        done = self.journal.experiment(exp.id)
+        assert done is not None
+        self.emit(state.value, f"{exp.id} {state.value}: {reason}", done)
+        if state in (ExperimentState.CRASHED,):
+            self.hooks.fire("on_error", exp.id, {"ASSAY_ERROR": reason})
+        self.told(done)
+        if state is ExperimentState.DISCARDED:
+            self.stopping.discarded()
+        return done
+
+    def told(self, exp: Experiment) -> None:
+        """A finished experiment told to the hooks, its hypothesis and the proposer."""
+        self.hooks.fire("on_experiment", exp.id, {"ASSAY_STATE": exp.state.value})
+        if exp.candidate.hypothesis_id is not None:
+            status = "supported" if exp.state is ExperimentState.KEPT else "refuted"
+            self.journal.set_hypothesis_status(exp.candidate.hypothesis_id, status)
+        try:
+            self.proposer.tell(for_proposer(exp))
+        except Exception as exc:  # a proposer bug must not lose the result
+            self.emit("warn", f"proposer {self.proposer.name} could not learn from {exp.id}: {exc}",
+                      None)

@@ -1,0 +1,1 @@
+"""Measurements after (or beside) a run: comparisons, the final verification, chains."""

@@ -1,0 +1,1 @@
+"""``assay plan`` and ``assay simulate``: a run's cost and outcome before it runs."""

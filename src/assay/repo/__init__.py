@@ -1,0 +1,1 @@
+"""The repository assay optimizes: one git helper, worktrees, patches and merges."""
