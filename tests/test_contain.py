@@ -114,7 +114,8 @@ def test_the_sandboxed_agent_cannot_touch_the_users_checkout(
 
 KEYS = textwrap.dedent("""\
     import subprocess, sys
-    from assay import keys, process
+    from assay import keys
+    from assay.bench import process
     keys.take()
     child = subprocess.run(["bash", "-c", "tr '\\\\0' '\\\\n' < /proc/$PPID/environ"],
                            capture_output=True, text=True)

@@ -220,7 +220,8 @@ def test_a_detached_process_does_not_outlive_its_run(slots: Slots) -> None:
 KILLED_ORCHESTRATOR = """
 import sys
 from pathlib import Path
-from assay import api, contain, process
+from assay import api
+from assay.bench import contain, process
 from assay.repo.workspace import Workspace
 target = api.load(sys.argv[1])
 tree = Workspace(target, "main").tree("s0-b")

@@ -18,7 +18,7 @@ from assay.config.spec import EnvSpec
 RUNNER = """
 import sys, time
 from pathlib import Path
-from assay import process
+from assay.bench import process
 root = Path(sys.argv[1])
 process.run(sys.argv[2], cwd=root, env={"PATH": "/usr/bin:/bin"}, timeout_s=60,
             stdout_path=root / "out", stderr_path=root / "err")
