@@ -174,9 +174,9 @@ def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
     Every other decided experiment is drawn at the running best of its time moved by its
     decided effect against the incumbent it was compared with, so a point is never on the
     better side of the line unless its effect was positive (those are marked ``within_noise``:
-    positive but not clear of δ). Crashed and invalid experiments have no value: they are
-    drawn at the running best of their time, marked. The noise band is the incumbent's value
-    × exp(±2σ), σ the pooled pair noise from calibration.
+    positive but not clear of δ). Crashed, invalid and conflict experiments have no value:
+    they are drawn at the running best of their time, marked. The noise band is the
+    incumbent's value × exp(±2σ), σ the pooled pair noise from calibration.
     """
     best = baseline
     steps_x: list[int] = [0] if baseline is not None else []
