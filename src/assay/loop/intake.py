@@ -23,11 +23,11 @@ _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
 
 @dataclass(frozen=True)
 class Admission:
-    """A candidate as it is queued; with a reason, rejected before any run as ``state``."""
+    """A candidate as it is queued, or rejected before any run (``reason``) as ``state``."""
 
     candidate: Candidate
     reason: str = ""
-    state: ExperimentState = ExperimentState.INVALID
+    state: ExperimentState = ExperimentState.QUEUED
 
 
 class Intake:
