@@ -63,9 +63,9 @@ def test_the_second_candidate_is_measured_against_the_new_incumbent(
     api.run(root, proposer="queue")
     log = {e["id"]: e for e in api.log(root)}
     assert log["e0001"]["state"] == "kept"
-    # e0002 patches the ORIGINAL file; against the new incumbent it no longer applies
-    assert log["e0002"]["state"] == "invalid"
-    assert "patch" in log["e0002"]["note"]
+    # e0002 patches the ORIGINAL file's line e0001 changed: a conflict with the incumbent
+    assert log["e0002"]["state"] == "conflict"
+    assert log["e0002"]["note"].startswith("conflict: work.py: the patch and the incumbent")
 
 
 def test_sweep_runs_and_exports(tiny_target: TinyFactory, tmp_path: Path) -> None:

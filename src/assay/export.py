@@ -34,7 +34,8 @@ from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_
 
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
-           ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash"}
+           ExperimentState.CRASHED: "crash", ExperimentState.INVALID: "crash",
+           ExperimentState.CONFLICT: "discard"}  # a conflict's description says so
 # Bytes per unit, for memory guards: the guard's unit, else its name's last word.
 _BYTES = {"b": 1, "byte": 1, "bytes": 1, "kb": 1024, "kib": 1024, "k": 1024,
           "mb": 1024 ** 2, "mib": 1024 ** 2, "m": 1024 ** 2,
@@ -125,13 +126,7 @@ def pi_status(e: Experiment) -> str:
 
 def status(e: Experiment) -> str:
     """keep / discard / crash; a patch in conflict with the incumbent is a discard."""
-    if is_conflict(e):
-        return "discard"
     return _STATUS.get(e.state, "crash")
-
-
-def is_conflict(e: Experiment) -> bool:
-    return e.state is ExperimentState.INVALID and e.note.startswith("conflict:")
 
 
 def rows(journal: Journal, target: Target, *, for_proposers: bool = False
@@ -179,7 +174,8 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
             "hi": d.hi if d else None, "runs": d.runs_used if d else 0, "memory": m,
             "memory_gb": to_gb(m, mem) if mem and m is not None else None,
             "metrics": metrics, "proposer": e.candidate.proposer,
-            "description": e.candidate.hypothesis + (f" ({e.note})" if is_conflict(e) else ""),
+            "description": e.candidate.hypothesis
+            + (f" ({e.note})" if e.state is ExperimentState.CONFLICT else ""),
             "reason": e.note or (d.reason if d else ""),
             "params": dict(e.candidate.params), "timestamp": e.updated_at})
     return out

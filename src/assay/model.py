@@ -3,12 +3,14 @@
 Everything read out of the journal is a frozen snapshot: changing it changes nothing
 stored. The experiment life cycle is a small state machine::
 
-    proposed → queued → running → measured → kept | discarded | invalid | crashed
+    proposed → queued → running → measured → kept | discarded | invalid | crashed | conflict
                                       ↑  │
                                       └──┘  (the decision asks for another block)
 
 ``invalid`` means the candidate could not be judged (metric missing, checks failed, patch
-rejected, harness changed); ``crashed`` means the benchmark itself failed to run.
+rejected, harness changed); ``crashed`` means the benchmark itself failed to run;
+``conflict`` means the patch and the incumbent change the same lines (its note names the
+files), found when it is queued or when a keep moved the incumbent under it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ExperimentState(enum.StrEnum):
     DISCARDED = "discarded"
     INVALID = "invalid"
     CRASHED = "crashed"
+    CONFLICT = "conflict"  # the patch and the incumbent change the same lines
 
     def is_finished(self) -> bool:
         return self in _FINISHED
@@ -39,7 +42,7 @@ class ExperimentState(enum.StrEnum):
 
 _FINISHED = frozenset(
     {ExperimentState.KEPT, ExperimentState.DISCARDED, ExperimentState.INVALID,
-     ExperimentState.CRASHED}
+     ExperimentState.CRASHED, ExperimentState.CONFLICT}
 )
 
 
@@ -90,6 +93,9 @@ class Direction(enum.StrEnum):
     MINIMIZE = "minimize"
 
 
+WRITTEN_DIGEST = "written_digest"  # Candidate.meta: the digest of the proposer's own text
+
+
 def patch_digest(patch: str, params: Mapping[str, ParamValue]) -> str:
     """A stable id for what a candidate changes: identical diffs get identical digests."""
     body = patch.strip() + "\n" + json.dumps(dict(params), sort_keys=True, default=str)
@@ -112,6 +118,12 @@ class Candidate:
     @property
     def digest(self) -> str:
         return patch_digest(self.patch, self.params)
+
+    @property
+    def written_digest(self) -> str:
+        """The digest of what the proposer wrote: its identity for duplicates, the same
+        after its patch is merged onto a newer incumbent."""
+        return str(self.meta.get(WRITTEN_DIGEST) or self.digest)
 
     def is_empty(self) -> bool:
         return not self.patch.strip() and not self.params
@@ -252,7 +264,7 @@ class Experiment:
     updated_at: float
     decision: Decision | None = None
     commit: str | None = None  # the commit on the run branch when kept
-    note: str = ""  # the reason for invalid/crashed
+    note: str = ""  # the reason for invalid/crashed/conflict
     digest: str = ""
     # True when the note carries held-out results (a holdout regression): proposers, their
     # MCP tools and their context never see the note then, only that it was withheld.

@@ -223,3 +223,14 @@ def test_run_card_names_the_branch_that_holds_the_kept_commit(tmp_path: Path) ->
     subprocess.run(["git", "branch", "-D", "assay/main", "assay/retry"], cwd=root, check=True,
                    capture_output=True)
     assert holding_branch(target.root, head, "assay/main") == "assay/main"
+
+
+def test_a_conflict_is_finished_in_the_win_rates_and_drawn_without_a_value() -> None:
+    rows = [{"id": "e0001", "seq": 1, "state": "conflict", "proposer": "queue", "value": None,
+             "incumbent_value": 10.0, "effect": 0.2, "lo": 0.1, "hi": 0.3,
+             "hypothesis": "h"}]  # decided, then in conflict with a newer incumbent
+    rate = data.win_rates(rows, "proposer")[0]
+    assert rate["finished"] == 1 and rate["conflict"] == 1 and rate["win_rate"] == 0
+    assert "conflict" in data.FINISHED
+    point = data.progress(rows, 10.0, None)["points"][0]
+    assert point["y"] == 10.0 and not point["measured"]  # drawn at the best of its time

@@ -33,7 +33,7 @@ from assay.faces.terminal import (
     print_row,
 )
 from assay.loop.progress import Summary
-from assay.model import Direction, Experiment
+from assay.model import Direction, Experiment, ExperimentState
 from tests.conftest import patch_work
 
 from .conftest import sh
@@ -449,3 +449,17 @@ def test_an_overridden_aa_blocks_is_announced_once_with_its_reason(tiny_target: 
     sh(other, "git", "commit", "-qam", "the default A/A blocks")
     quiet = assay_cli("run", "-C", str(other))
     assert quiet.returncode == 0 and "aa_blocks" not in quiet.stdout, quiet.stdout
+
+
+def test_a_conflict_says_its_files_and_is_counted_among_the_finished(ran_target: Path) -> None:
+    exps = _experiments(ran_target)
+    note = "conflict: b.py: the patch and the incumbent 0123456789ab change the same lines"
+    clash = dataclasses.replace(exps["e0001"], state=ExperimentState.CONFLICT, note=note)
+    head, text = experiment_parts(experiment_record(clash, 0))
+    assert head.split()[1] == "conflict" and text.endswith(f"({note})")
+    buf = io.StringIO()
+    summary = Summary(baseline=1.0, best=1.0, kept=[], finished=2,
+                      counts={"discarded": 1, "conflict": 1}, stopped="done", branch="assay/x")
+    RunPrinter(Console(file=buf, width=120, color_system=None)).summary(
+        summary, "speed", "", Direction.MAXIMIZE)
+    assert "experiments: 2 finished (conflict 1, discarded 1)" in buf.getvalue()

@@ -45,6 +45,7 @@ CONFIG = typer.Option(None, "--config", help="Another config file than <root>/as
 JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 _STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
+          "conflict": "dark_orange",
           "running": "cyan", "queued": "cyan"}
 
 

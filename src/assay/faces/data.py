@@ -28,7 +28,7 @@ from ..records import CalibrationRecord
 from ..usage import Spent
 from .terminal import improvement, paired_words, pct, ratio_words
 
-FINISHED = ("kept", "discarded", "invalid", "crashed")
+FINISHED = ("kept", "discarded", "invalid", "crashed", "conflict")
 LOG_TAIL_BYTES = 4000  # per log file on a live experiment page
 REPORT_TAIL_BYTES = 1500  # per log file in the static report (it holds every experiment)
 REPORT_LOGS_LIMIT = 2000  # above this many experiments the report leaves log text out
@@ -174,9 +174,9 @@ def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
     Every other decided experiment is drawn at the running best of its time moved by its
     decided effect against the incumbent it was compared with, so a point is never on the
     better side of the line unless its effect was positive (those are marked ``within_noise``:
-    positive but not clear of δ). Crashed and invalid experiments have no value: they are
-    drawn at the running best of their time, marked. The noise band is the incumbent's value
-    × exp(±2σ), σ the pooled pair noise from calibration.
+    positive but not clear of δ). Crashed, invalid and conflict experiments have no value:
+    they are drawn at the running best of their time, marked. The noise band is the
+    incumbent's value × exp(±2σ), σ the pooled pair noise from calibration.
     """
     best = baseline
     steps_x: list[int] = [0] if baseline is not None else []
@@ -190,7 +190,7 @@ def progress(rows: Sequence[Mapping[str, Any]], baseline: float | None,
         state = r["state"]
         effect = r["effect"]
         within = False
-        if state in ("invalid", "crashed") or (value is None and effect is None):
+        if state in ("invalid", "crashed", "conflict") or (value is None and effect is None):
             y, measured = best, False
         elif state == "kept" and value is not None:
             y, measured = value, True
@@ -224,7 +224,7 @@ def win_rates(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any
     for r in rows:
         g = groups.setdefault(str(r[key]), {"name": str(r[key]), "total": 0, "finished": 0,
                                             "kept": 0, "discarded": 0, "invalid": 0,
-                                            "crashed": 0})
+                                            "crashed": 0, "conflict": 0})
         g["total"] += 1
         if r["state"] in FINISHED:
             g["finished"] += 1

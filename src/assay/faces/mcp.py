@@ -277,7 +277,8 @@ def build_server(root: str | Path = ".", config: str | None = None) -> Any:
 
     def log_tool(last: int = 20, state: str | None = None) -> list[dict[str, Any]]:
         """The last `last` experiments (optionally only one state: kept, discarded, invalid,
-        crashed, queued, running), each with its hypothesis, effect, interval and reason."""
+        crashed, conflict, queued, running), each with its hypothesis, effect, interval and
+        reason."""
         return log(target, last, state)
 
     def best_tool() -> dict[str, Any]:

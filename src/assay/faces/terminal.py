@@ -27,15 +27,15 @@ from ..model import Direction, Experiment
 from ..strictjson import dumps
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
-         "running": "cyan", "queued": "cyan", "error": "bold red", "warn": "yellow",
-         "rebase": "magenta"}
+         "conflict": "dark_orange", "running": "cyan", "queued": "cyan", "error": "bold red",
+         "warn": "yellow", "rebase": "magenta"}
 # Events printed without -v: the ones a user must act on or would want to know once.
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
                           "stop", "resume", "verify", "tidy"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 # The label of the baseline and best medians wherever they are shown beside the paired figure
 UNPAIRED = "unpaired medians measured at different times"
-DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "reject"})
+DECIDED = frozenset({"keep", "kept", "discarded", "invalid", "crashed", "conflict", "reject"})
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -162,7 +162,7 @@ def experiment_parts(rec: dict[str, Any]) -> tuple[str, str]:
         text = "(re-measured after a keep) " + text
     if rec.get("unconfined"):  # its commands ran without a sandbox
         text = "(unconfined) " + text
-    if verdict in ("invalid", "crashed") and rec["reason"]:
+    if verdict in ("invalid", "crashed", "conflict") and rec["reason"]:
         text += f" ({cut_at_word(str(rec['reason']), REASON_CHARS, rec['id'])})"
     return head, text
 
@@ -320,7 +320,7 @@ class RunPrinter:
         c.print(f"stopped: {escape(stopped)}", highlight=False)
         if s.finished:
             counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items())
-                               if k in ("kept", "discarded", "invalid", "crashed"))
+                               if k in ("kept", "discarded", "invalid", "crashed", "conflict"))
             c.print(f"experiments: {s.finished} finished ({counts})", highlight=False)
         else:
             c.print("experiments: none finished", highlight=False)

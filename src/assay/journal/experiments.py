@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from ..errors import JournalError
-from ..model import Candidate, Decision, Experiment, ExperimentState, Hypothesis
+from ..model import WRITTEN_DIGEST, Candidate, Decision, Experiment, ExperimentState, Hypothesis
 from .connection import Store
 from .rows import columns, decision_dict, decision_of, dumps, experiment_of
 
@@ -31,7 +31,7 @@ class ExperimentStore(Store):
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (exp_id, seq, state.value, cand.base_commit, cand.patch, dumps(dict(cand.params)),
                  cand.hypothesis, cand.proposer, dumps(list(cand.sources)), cand.hypothesis_id,
-                 dumps(dict(cand.meta)), cand.digest, now, now, note))
+                 dumps(dict(cand.meta)), cand.written_digest, now, now, note))
             calls = [int(c) for c in cand.meta.get("model_calls", ()) or ()]
             if calls:
                 self.conn.executemany("UPDATE model_calls SET experiment_id = ? WHERE id = ?",
@@ -59,6 +59,14 @@ class ExperimentStore(Store):
                 " withheld = COALESCE(?, withheld) WHERE id = ?",
                 (state.value, time.time(), note, commit,
                  None if withheld is None else int(withheld), exp_id))
+
+    def set_patch(self, exp_id: str, patch: str) -> None:
+        """Replace the candidate's patch by the same change merged onto a newer incumbent
+        (what its next blocks measure; its digest stays the proposer's)."""
+        with self.tx():
+            self.conn.execute("UPDATE experiments SET patch = ?, updated_at = ?,"
+                              " meta = json_set(meta, ?, digest) WHERE id = ?",
+                              (patch, time.time(), f"$.{WRITTEN_DIGEST}", exp_id))
 
     def set_decision(self, exp_id: str, d: Decision) -> None:
         with self.tx():

@@ -213,7 +213,7 @@ def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:
     ``"finished"`` (experiments decided) or ``"runs"`` (runs of ``exp_id``). None when
     there is no journal there or it cannot be read now."""
     sql = {"finished": "SELECT COUNT(*) FROM experiments WHERE state IN "
-                       "('kept', 'discarded', 'invalid', 'crashed')",
+                       "('kept', 'discarded', 'invalid', 'crashed', 'conflict')",
            "runs": "SELECT COUNT(*) FROM runs WHERE experiment_id = ?"}[what]
     if not path.exists():
         return None

@@ -267,9 +267,10 @@ class Loop:
 
     def submit_candidate(self, cand: Candidate) -> Experiment:
         """Validate and queue one candidate (the `tell`-side entry for outside proposers)."""
-        cand, reason = self.intake.admit(cand, self.session)
+        admitted = self.intake.admit(cand, self.session)
+        cand, reason = admitted.candidate, admitted.reason
         if reason:
-            exp = self.journal.add_experiment(cand, ExperimentState.INVALID, note=reason)
+            exp = self.journal.add_experiment(cand, admitted.state, note=reason)
             self.emit("reject", f"{exp.id} rejected before any run: {reason}", exp)
             self.outcomes.told(exp)
             return exp

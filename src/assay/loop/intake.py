@@ -6,18 +6,28 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from ..bench.contain import UNCONFINED
 from ..config.spec import Target
 from ..errors import PatchError, WorkspaceError
 from ..journal.store import Journal
-from ..model import Candidate, Incumbent, ParamValue
+from ..model import WRITTEN_DIGEST, Candidate, ExperimentState, Incumbent, ParamValue
 from ..repo.merge import merge_onto
 from ..repo.repository import Repository
 from ..repo.workspace import check_scope, held_params
 from .sessions import SessionOptions
 
 _HYP_REF = re.compile(r"^\s*\[?H(\d+)\]?\s*[:.)\-]")
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A candidate as it is queued, or rejected before any run (``reason``) as ``state``."""
+
+    candidate: Candidate
+    reason: str = ""
+    state: ExperimentState = ExperimentState.QUEUED
 
 
 class Intake:
@@ -30,15 +40,18 @@ class Intake:
         self.ws = ws
         self.incumbent = incumbent
 
-    def admit(self, cand: Candidate, session: SessionOptions) -> tuple[Candidate, str]:
-        """The candidate as it is queued, and why it is rejected ('' when it is not)."""
+    def admit(self, cand: Candidate, session: SessionOptions) -> Admission:
+        """The candidate as it is queued, or why it is rejected and as what."""
         cand = self.link_hypothesis(cand)
         if session.unconfined:  # shown on the experiment by `show`, status, the report
             cand = dataclasses.replace(cand, meta={**cand.meta, UNCONFINED: True})
         reason = self.reject_reason(cand, session.retry)  # the patch as proposed: its scope
-        if not reason:
-            cand, reason = self.merged(cand)
-        return cand, reason
+        if reason:
+            return Admission(cand, reason, ExperimentState.INVALID)
+        cand, conflict = self.merged(cand)
+        if conflict:
+            return Admission(cand, conflict, ExperimentState.CONFLICT)
+        return Admission(cand)
 
     def link_hypothesis(self, cand: Candidate) -> Candidate:
         """Link a candidate whose hypothesis names a journal hypothesis (``H4: ...``) to it."""
@@ -67,9 +80,9 @@ class Intake:
         if merged is None:
             return cand, ""
         if merged.conflicts:
-            return cand, (f"conflict: {', '.join(merged.conflicts)}: the patch and the "
-                          f"incumbent {inc.commit[:12]} change the same lines")
-        return dataclasses.replace(cand, patch=merged.patch), ""
+            return cand, merged.conflict_note(inc.commit)
+        meta = {**cand.meta, WRITTEN_DIGEST: cand.written_digest}
+        return dataclasses.replace(cand, patch=merged.patch, meta=meta), ""
 
     def reject_reason(self, cand: Candidate, retry: bool) -> str:
         """Why ``cand`` is rejected before any run: its scope, its parameters, a repeat."""
@@ -81,7 +94,7 @@ class Intake:
         if not cand.patch.strip() and cand.base_commit == inc.commit \
                 and self._holds(inc, cand.params):
             return "the candidate changes nothing: its parameter values are the incumbent's"
-        dup = self.journal.find_digest(cand.digest)
+        dup = self.journal.find_digest(cand.written_digest)
         if dup and not retry:
             return f"identical to {dup}, already tried"
         try:

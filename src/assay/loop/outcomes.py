@@ -1,5 +1,6 @@
 """Carrying out what :func:`~assay.decision.next_step.decide_next` says about an experiment: another
-block, a keep (committed, the new incumbent), a discard, an invalid or crashed end; and
+block (its patch merged onto the incumbent when that moved), a keep (committed, the new
+incumbent), a discard, an invalid, crashed or conflict end; and
 recording the outcome where it is read (the journal, the hooks, the proposer, the stop rules).
 """
 
@@ -21,7 +22,7 @@ from ..decision.next_step import (
     decide_next,
 )
 from ..decision.rule import DecisionContext, DecisionRule
-from ..errors import AssayError, PatchError
+from ..errors import AssayError, PatchError, WorkspaceError
 from ..executors.base import Executor
 from ..journal.store import Journal
 from ..model import (
@@ -36,6 +37,7 @@ from ..model import (
 )
 from ..proposers.base import Proposer
 from ..records import CalibrationRecord
+from ..repo.merge import merge_onto
 from ..repo.repository import Repository
 from . import fanout as loop_platforms
 from .calibration import Calibration
@@ -123,7 +125,9 @@ class Outcomes:
             exp.id, states=(BlockState.QUEUED, BlockState.RUNNING))}
         c = loop_platforms.combine(ev, pending, self.target, self.executor, self.rule)
         for name, action in c.queue:
-            self._act(exp, action, platform=name)
+            exp = self._act(exp, action, platform=name)
+            if exp.state.is_finished():  # its patch conflicts with the incumbent
+                return exp
         if c.final is None:
             return exp
         return self._act(exp, loop_platforms.final_action(c, ev, self.target))
@@ -136,6 +140,9 @@ class Outcomes:
         if decision is not None:
             self.journal.set_decision(exp.id, decision)
         if isinstance(action, Measure | Rerun):
+            conflict = self._rebase(exp)
+            if conflict:
+                return self._finish(exp, ExperimentState.CONFLICT, conflict, decision)
             if action.message:
                 self.emit(action.event, action.message, exp)
             if isinstance(action, Measure) and action.notice:
@@ -152,6 +159,31 @@ class Outcomes:
         assert isinstance(action, Discard)
         return self._finish(exp, ExperimentState.DISCARDED, action.reason, decision,
                             withheld=action.withheld)
+
+    def _rebase(self, exp: Experiment) -> str:
+        """Merge the patch onto the incumbent when it moved since the experiment's last block
+        (:mod:`assay.repo.merge`): its next blocks measure the merged patch. On a real
+        conflict, the reason it ends (``conflict: <files> ...``); '' otherwise. Left as it
+        is while a block against an older incumbent is pending (it measures the patch)."""
+        blocks = self.journal.blocks(exp.id)
+        inc = self.incumbent
+        current = self.journal.experiment(exp.id)
+        if not blocks or blocks[-1].incumbent.commit == inc.commit or current is None \
+                or not current.candidate.patch.strip():
+            return ""
+        if any(b.state in (BlockState.QUEUED, BlockState.RUNNING)
+               and b.incumbent.commit != inc.commit for b in blocks):
+            return ""
+        try:
+            merged = merge_onto(self.target.root, current.candidate.patch, inc.commit)
+        except WorkspaceError:
+            return ""  # not a git repository here: applied as it stands
+        if merged is None:
+            return ""
+        if merged.conflicts:
+            return merged.conflict_note(inc.commit)
+        self.journal.set_patch(exp.id, merged.patch)
+        return ""
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None,
                    platform: str = "") -> None:

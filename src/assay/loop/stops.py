@@ -6,8 +6,8 @@ Three rules, each announced with its reason and kept in the journal's meta
 - **cap**: a spending cap on model calls (``[run] max_usd``, ``max_tokens`` and their
   ``session_`` twins; see :mod:`assay.bench.meter`) would be passed by the next call;
 - **discards**: ``[run] stop_after_discards = N`` decided experiments in a row ended
-  without a keep (invalid and crashed ones are not decisions on the metric: they neither
-  count nor break the run of discards);
+  without a keep (invalid, crashed and conflict ones are not decisions on the metric: they
+  neither count nor break the run of discards);
 - **target**: the best value reached ``[metric] target``, or the bound of
   ``[metric] bounds`` the metric's direction points to (a maximized metric's high bound).
 

@@ -46,7 +46,7 @@ class Comparison:
 @dataclass(frozen=True)
 class Measured:
     label: str
-    state: str  # kept / discarded / invalid / crashed
+    state: str  # kept / discarded / invalid / crashed / conflict
     effect: float | None
     lo: float | None
     hi: float | None
@@ -123,7 +123,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
         exe = build_executor(quiet, ws)
         loop = Loop(quiet, journal, ws, exe, _One(cand),
                     on_event=lambda kind, msg, exp: report(own_words(cmp.label, kind, msg, exp))
-                    if kind in ("keep", "discarded", "invalid", "crashed", "calibrated",
+                    if kind in ("keep", "discarded", "invalid", "crashed", "conflict", "calibrated",
                                 "error", "reject") else None)
         summary = loop.run(budget=1)
         exps = journal.experiments()

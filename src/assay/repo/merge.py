@@ -19,6 +19,11 @@ class Merged:
     patch: str  # the change relative to ``onto`` (empty on a conflict)
     conflicts: tuple[str, ...]  # the files both sides changed in the same lines
 
+    def conflict_note(self, onto: str) -> str:
+        """What a conflict is recorded as: ``conflict: <files>: ...``."""
+        return (f"conflict: {', '.join(self.conflicts)}: the patch and the incumbent "
+                f"{onto[:12]} change the same lines")
+
 
 def merge_onto(root: Path, patch: str, onto: str) -> Merged | None:
     """``patch`` merged onto the commit ``onto``; None when it applies there as it stands

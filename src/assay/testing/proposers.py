@@ -90,7 +90,7 @@ def finished(cand: Candidate, seq: int, value: float = 1.0) -> Experiment:
     d = Decision(Verdict.DISCARD, "no measurable effect", effect=-0.001,
                  details={"candidate_value": value, "incumbent_value": value})
     return Experiment(f"e{seq:04d}", seq, ExperimentState.DISCARDED, cand, 0.0, 0.0,
-                      decision=d, note="no measurable effect", digest=cand.digest)
+                      decision=d, note="no measurable effect", digest=cand.written_digest)
 
 
 def summary(exp: Experiment) -> ExperimentSummary:
@@ -108,7 +108,7 @@ class Session:
     told: list[Experiment] = field(default_factory=list)
 
     def ask(self, n: int) -> list[Candidate]:
-        tried = frozenset(e.candidate.digest for e in self.told)
+        tried = frozenset(e.digest for e in self.told)  # the journal's: what was written
         ctx = self.case.proposal_context([summary(e) for e in self.told], tried)
         return self.case.proposer.propose(ctx, n)
 

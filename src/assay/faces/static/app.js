@@ -14,7 +14,7 @@
   var PAGE = 100;
   var view = { sortKey: "seq", sortDir: 1, version: null, seen: null, updates: 0, failures: 0,
                page: 0, filter: "" };
-  var COLORS = { kept: "#1a9850", discarded: "#9e9e9e", invalid: "#e08a00", crashed: "#d73027",
+  var COLORS = { kept: "#1a9850", discarded: "#9e9e9e", invalid: "#e08a00", crashed: "#d73027", conflict: "#b35806",
                  running: "#2c7fb8", measured: "#2c7fb8", queued: "#74a9cf", proposed: "#74a9cf" };
   window.assay = { view: view, cfg: cfg, data: function () { return data; } };
 
@@ -144,13 +144,14 @@
       ["within", "discarded: gain within the noise (not clear of δ)", "triangle-up-open", 9],
       ["crashed", "crashed", "x", 11],
       ["invalid", "invalid", "diamond-open", 10],
+      ["conflict", "conflict: the patch and the incumbent change the same lines", "square-open", 10],
       ["pending", "running / queued", "circle-open", 9]
     ];
     groups.forEach(function (g) {
       var pts = p.points.filter(function (q) {
         if (g[0] === "within") return q.state === "discarded" && q.within_noise;
         if (g[0] === "discarded") return q.state === "discarded" && !q.within_noise;
-        return g[0] === "pending" ? ["kept", "discarded", "crashed", "invalid"].indexOf(q.state) < 0 : q.state === g[0];
+        return g[0] === "pending" ? ["kept", "discarded", "crashed", "invalid", "conflict"].indexOf(q.state) < 0 : q.state === g[0];
       });
       if (!pts.length) return;
       var total = pts.length;
@@ -330,7 +331,7 @@
   function rateTable(title, rows) {
     return el("div", null, el("h3", { text: title }),
       rows.length ? el("table", { cls: "rates" },
-        el("thead", null, el("tr", null, ["name", "finished", "kept", "discarded", "invalid", "crashed", "win rate"].map(function (h, i) {
+        el("thead", null, el("tr", null, ["name", "finished", "kept", "discarded", "invalid", "crashed", "conflict", "win rate"].map(function (h, i) {
           return el("th", { cls: i ? "num" : null, text: h });
         }))),
         el("tbody", null, rows.map(function (g) {
@@ -338,6 +339,7 @@
             el("td", { text: g.name }), el("td", { cls: "num", text: g.finished }),
             el("td", { cls: "num", text: g.kept }), el("td", { cls: "num", text: g.discarded }),
             el("td", { cls: "num", text: g.invalid }), el("td", { cls: "num", text: g.crashed }),
+            el("td", { cls: "num", text: g.conflict }),
             el("td", { cls: "num", text: g.win_rate === null ? "–" : (100 * g.win_rate).toFixed(0) + "%" }));
         }))) : el("p", { cls: "empty", text: "no experiments yet" }));
   }
@@ -465,7 +467,7 @@
     if (first) {
       document.getElementById("app").appendChild(el("section", { id: "chart-section" },
         el("h2", { text: "Progress" }),
-        el("p", { cls: "note", text: "Each experiment in order. Kept ones are drawn at their measured value and joined as the running best (step line); every other one at the running best of its time moved by its decided effect against the incumbent it was compared with: discarded grey, a gain too small to clear δ as an open triangle, crashed ✕ red, invalid ◇ orange (at the incumbent's value: they have none). The band is the incumbent's noise." }),
+        el("p", { cls: "note", text: "Each experiment in order. Kept ones are drawn at their measured value and joined as the running best (step line); every other one at the running best of its time moved by its decided effect against the incumbent it was compared with: discarded grey, a gain too small to clear δ as an open triangle, crashed ✕ red, invalid ◇ orange, conflict □ dark orange (at the incumbent's value: they have none). The band is the incumbent's noise." }),
         el("div", { id: "progress-chart" })));
       document.getElementById("app").appendChild(el("section", { id: "noise-section" },
         el("h2", { text: "Noise over time" }),
@@ -554,7 +556,7 @@
     ]));
     parts.push(el("h3", { text: "Decision" }));
     var decs = x.decisions || [];
-    if (!decs.length) parts.push(el("p", { cls: "empty", text: x.finished || ["kept", "discarded", "invalid", "crashed"].indexOf(x.state) >= 0 ? "no decision: " + (x.note || x.state) : "no decision yet" }));
+    if (!decs.length) parts.push(el("p", { cls: "empty", text: x.finished || ["kept", "discarded", "invalid", "crashed", "conflict"].indexOf(x.state) >= 0 ? "no decision: " + (x.note || x.state) : "no decision yet" }));
     else {
       var last = decs[decs.length - 1];
       parts.push(intervalBar(last, last.delta));
@@ -582,7 +584,7 @@
     parts.push(diffView(x.patch));
     parts.push(el("h3", { text: "Runs" }));
     var runs = x.runs || [];
-    var over = x.finished || ["kept", "discarded", "invalid", "crashed"].indexOf(x.state) >= 0;
+    var over = x.finished || ["kept", "discarded", "invalid", "crashed", "conflict"].indexOf(x.state) >= 0;
     if (!runs.length) parts.push(el("p", { cls: "empty", text: over ? "no runs: it was decided before any run" : "no runs yet" }));
     else parts.push(el("table", { cls: "runs" },
       el("thead", null, el("tr", null, ["run", "role", "status", "metrics", "slot", "wall", "exit", "reason"].map(function (h) { return el("th", { text: h }); }))),
