@@ -161,3 +161,21 @@ def test_the_baseline_and_a_discards_value_are_one_number_in_status_report_and_e
     slower = df.iloc[1]
     assert slower["description"] == "four times the work"
     assert table["four times the work"] == pytest.approx(slower["speed"], rel=1e-6)
+
+
+def test_a_conflict_exports_as_a_discard_in_either_form_a_journal_holds_it() -> None:
+    from assay.export import pi_status, status
+    from assay.model import Candidate, Experiment, ExperimentState
+
+    j = Journal.memory()
+    note = "conflict: work.py: the patch and the incumbent 0123456789ab change the same lines"
+
+    def add(patch: str, state: ExperimentState, why: str) -> Experiment:
+        return j.add_experiment(Candidate(base_commit="0" * 40, patch=patch, hypothesis="h"),
+                                state, why)
+
+    new = add("x", ExperimentState.CONFLICT, note)
+    old = add("y", ExperimentState.INVALID, note)  # as journals before the conflict state
+    broken = add("z", ExperimentState.INVALID, "patch does not apply")
+    assert [status(e) for e in (new, old, broken)] == ["discard", "discard", "crash"]
+    assert [pi_status(e) for e in (new, old)] == ["discard", "discard"]

@@ -126,7 +126,14 @@ def pi_status(e: Experiment) -> str:
 
 def status(e: Experiment) -> str:
     """keep / discard / crash; a patch in conflict with the incumbent is a discard."""
-    return _STATUS.get(e.state, "crash")
+    return "discard" if is_conflict(e) else _STATUS.get(e.state, "crash")
+
+
+def is_conflict(e: Experiment) -> bool:
+    """A patch in conflict with the incumbent (journals written before the ``conflict``
+    state kept it as invalid with a ``conflict:`` note)."""
+    return e.state is ExperimentState.CONFLICT or (
+        e.state is ExperimentState.INVALID and e.note.startswith("conflict:"))
 
 
 def rows(journal: Journal, target: Target, *, for_proposers: bool = False
@@ -175,7 +182,7 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
             "memory_gb": to_gb(m, mem) if mem and m is not None else None,
             "metrics": metrics, "proposer": e.candidate.proposer,
             "description": e.candidate.hypothesis
-            + (f" ({e.note})" if e.state is ExperimentState.CONFLICT else ""),
+            + (f" ({e.note})" if is_conflict(e) else ""),
             "reason": e.note or (d.reason if d else ""),
             "params": dict(e.candidate.params), "timestamp": e.updated_at})
     return out
