@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 
 from assay import api
+from assay.export import pi_status, status
 from assay.faces.data import status_data
 from assay.journal.store import Journal
+from assay.model import Candidate, Experiment, ExperimentState
 
 from .conftest import TinyFactory, git, patch_work
 
@@ -164,9 +166,6 @@ def test_the_baseline_and_a_discards_value_are_one_number_in_status_report_and_e
 
 
 def test_a_conflict_exports_as_a_discard_in_either_form_a_journal_holds_it() -> None:
-    from assay.export import pi_status, status
-    from assay.model import Candidate, Experiment, ExperimentState
-
     j = Journal.memory()
     note = "conflict: work.py: the patch and the incumbent 0123456789ab change the same lines"
 
