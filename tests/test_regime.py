@@ -76,6 +76,53 @@ def test_a_machine_loaded_throughout_reports_the_whole_spread() -> None:
     assert found >= 70
 
 
+def _busy(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Pair log-ratios of a machine busy from start to end (two CPU hogs and other jobs):
+    every run slowed by its own share, drawn from one wide gamma (shape 0.3, sd 9% of a
+    run), so the pairs spread with a plain sd of about 12%."""
+    def run() -> np.ndarray:
+        return np.log1p(rng.gamma(0.3, 0.09 / math.sqrt(0.3), n))
+    return run() - run()
+
+
+def _like_the_issue(rng: np.random.Generator) -> np.ndarray:
+    """Twelve such A/A pairs whose spread looks like the busy calibration that was
+    misread (plain sd 12.8%, median-based 7.4%, quiet quarter 2.8%)."""
+    while True:
+        xs = _busy(rng, 12)
+        vals = [float(v) for v in xs]
+        plain = float(np.std(xs, ddof=1))
+        mad = 1.4826 * float(np.median(np.abs(xs)))
+        if 0.10 < plain < 0.16 and 0.055 < mad < 0.095 and robust_scale(vals, 12) < 0.04:
+            return xs
+
+
+def test_twelve_pairs_of_a_machine_busy_throughout_are_disturbed_throughout() -> None:
+    rng = np.random.default_rng(41)
+    xs = _like_the_issue(rng)
+    vals = [float(v) for v in xs]
+    st = track({"s0": vals}, SPEC, recent=[("s0", v) for v in vals])
+    assert st.regime is not None and st.regime.name == DISTURBED
+    # far more than the quiet quarter: the spread of the pairs themselves
+    assert st.pooled > 2 * robust_scale(vals)
+    assert st.pooled > 0.5 * float(np.std(xs, ddof=1))
+    assert "disturbed throughout" in describe(st, SPEC)
+    # the samples far from the quiet quarter continue the spread: no gap, not a minority
+    calls = [_regime(_like_the_issue(rng)) for _ in range(100)]
+    assert calls.count(DISTURBED) >= 70 and calls.count(MINORITY) <= 30
+
+
+def test_a_wild_minority_in_few_pairs_is_mostly_still_a_minority() -> None:
+    # the noisy neighbour again, over 24 pairs: its wild samples lie beyond a gap
+    rng = np.random.default_rng(42)
+    calls = []
+    for _ in range(300):
+        runs = 0.015 * rng.standard_normal((2, 24)) - (rng.random((2, 24)) < 0.25) * np.log1p(
+            rng.uniform(0.2, 0.5, (2, 24)))
+        calls.append(_regime(runs[0] - runs[1]))
+    assert calls.count(MINORITY) >= 200, calls.count(MINORITY)
+
+
 def test_every_change_of_delta_is_said_with_its_old_and_new_value() -> None:
     spec = replace(SPEC, delta=0.002)
     rng = np.random.default_rng(24)

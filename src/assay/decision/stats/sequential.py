@@ -16,7 +16,14 @@ overstate most) are rare; against ``alpha · t`` (Pocock's shape) this costs a f
 pairs for a clear win and gives a narrower interval at the budget. The intervals of all
 planned looks cover the true effect together with probability at least ``confidence``,
 so the interval printed when the rule stops is a valid confidence interval whatever made
-it stop.
+it stop. Where it stops it covers more than ``confidence`` (96.8-99.0% at 90% in every
+scenario of ``benchmarks/decisions.py``, 1,000 trials a cell, seed 1): its multiplier
+``c_k`` is the one all planned looks need together (about 3 to 4.3 at the looks where
+decisions stop, against 1.645 for one look), and the pairs' own standard error is not
+too large (``mean ± 1.645·se`` there covers 77-90%). That width is not what limits the
+keeps: the keep test spends its error as planned (keeps at exactly +δ: 2.9-4.9% against
+its 5%), so a narrower interval could only keep more candidates at +δ. The keeps missed
+at +4δ are mostly early futility stops (3% scenario, 200 decisions: 16 of 21 misses).
 
 Two thresholds decide, reported separately in words:
 
