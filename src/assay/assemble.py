@@ -1,6 +1,7 @@
 """A target's parts, built from its config: the target itself (with [run] overrides), its
-journal, its proposer and its executor. The verbs of :mod:`assay.api` and the subsystems
-below them (finalize, plan) assemble a run with these."""
+journal and its proposer (its executor: :func:`assay.executors.platforms.build_executor`).
+The verbs of :mod:`assay.api` and the subsystems beside them (finalize, plan) assemble a
+run with these."""
 
 from __future__ import annotations
 
