@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "registry", "retry", "sandbox", "strictjson", "tomlpos", "usage",
     )),
     ("config", (
-        "config", "config.prices", "config.section", "config.spec", "config.watch",
+        "config", "config.fidelity", "config.prices", "config.section", "config.spec",
+        "config.watch",
     )),
     ("stores", (
         "journal", "journal.blocks", "journal.connection", "journal.events", "journal.experiments",

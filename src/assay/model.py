@@ -161,6 +161,7 @@ class Block:
     avoid_slot: str | None = None
     seq: int = 0  # position in the experiment's list of blocks
     platform: str = ""  # with [[platforms]]: the platform it must run on
+    level: int = 0  # with [fidelity]: the index of the level both sides run at
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,31 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class LevelResult:
+    """A candidate's verdict at one fidelity level: the last decision made on its pairs at
+    that level (``Decision.details["level"]``), with where it went from there.
+
+    ``outcome``: ``promoted`` (cleared the level's screen, measured at the next level),
+    ``stopped`` (did not clear it), ``kept`` / ``discarded`` (decided at the last level),
+    ``measuring`` (no verdict at this level yet), or the experiment's final state when it
+    ended otherwise (``invalid``, ``crashed``, ``conflict``).
+    """
+
+    experiment_id: str
+    level: int
+    outcome: str
+    effect: float | None
+    lo: float | None
+    hi: float | None
+    pairs: int
+    delta: float
+
+
+LEVEL = "level"  # Decision.details: the fidelity level the decision was made at
+SCREEN = "screen"  # Decision.details at a level below the last: "promoted" or "stopped"
+
+
+@dataclass(frozen=True)
 class Experiment:
     """A candidate's life, as stored in the journal."""
 
@@ -341,6 +367,7 @@ class BlockRow:
     checks_detail: str = ""
     platform: str = ""  # with [[platforms]]: the platform it must run on
     noise: float | None = None  # its slot's pair noise when it was measured (weights pairs)
+    level: int = 0  # with [fidelity]: the index of the level both sides ran at
 
 
 @dataclass(frozen=True)

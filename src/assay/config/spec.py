@@ -37,6 +37,7 @@ from .. import registry
 from ..errors import ConfigError
 from ..model import Direction, ParamValue
 from ..refname import branch_problem
+from .fidelity import FidelitySpec, parse_fidelity
 from .section import Section
 from .watch import WatchSpec, from_table
 
@@ -242,6 +243,7 @@ class Target:
     compare: Command | None = None
     compare_rtol: float = 0.0
     compare_atol: float = 0.0
+    fidelity: FidelitySpec | None = None  # [fidelity]: the levels a candidate climbs
 
     def section(self, dotted: str) -> Section:
         """A subsystem's table (``"proposer.llm"``, ``"executor.ray"``) as a Section."""
@@ -621,6 +623,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     holdout_metric = _holdout_metric(top, holdout)
     editable, protected, holdout_files = _scope(top)
     params = _params(top, protected)
+    fidelity = parse_fidelity(top, [p.name for p in params])
     run = _run(top, run_name)
     decision = _decision(top)
     env = _env(top)
@@ -636,7 +639,7 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
                   params=params, run=run, decision=decision, env=env, limits=limits,
                   hooks=hooks, brief=brief, sections=subsystems, text=text,
                   platforms=platforms, holdout_files=holdout_files, compare=compare,
-                  compare_rtol=compare_rtol, compare_atol=compare_atol)
+                  compare_rtol=compare_rtol, compare_atol=compare_atol, fidelity=fidelity)
 
 
 def _str_table(sec: Section, key: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ class BlockStore(Store):
 
     def add_block(self, exp_id: str, kind: BlockKind, order: str, incumbent: Incumbent,
                   prefer_slot: str | None = None, avoid_slot: str | None = None,
-                  platform: str = "") -> str:
+                  platform: str = "", level: int = 0) -> str:
         with self.tx():
             row = self.conn.execute("SELECT COUNT(*) FROM blocks WHERE experiment_id = ?",
                                     (exp_id,)).fetchone()
@@ -35,11 +35,11 @@ class BlockStore(Store):
             block_id = f"{exp_id}-b{seq}"
             self.conn.execute(
                 "INSERT INTO blocks (id, experiment_id, seq, kind, run_order, inc_commit,"
-                " inc_params, state, prefer_slot, avoid_slot, created_at, platform)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " inc_params, state, prefer_slot, avoid_slot, created_at, platform, level)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (block_id, exp_id, seq, kind.value, order, incumbent.commit,
                  dumps(dict(incumbent.params)), BlockState.QUEUED.value, prefer_slot,
-                 avoid_slot, time.time(), platform))
+                 avoid_slot, time.time(), platform, level))
         return block_id
 
     def blocks(self, exp_id: str | None = None,

@@ -102,7 +102,8 @@ def block_of(r: sqlite3.Row) -> BlockRow:
         checks_passed=None if r["checks_passed"] is None else bool(r["checks_passed"]),
         error=r["error"], error_kind=r["error_kind"], wall_s=r["wall_s"],
         build_s=r["build_s"], checks_runs=r["checks_runs"], checks_outcome=r["checks_outcome"],
-        checks_detail=r["checks_detail"], platform=r["platform"], noise=r["noise"])
+        checks_detail=r["checks_detail"], platform=r["platform"], noise=r["noise"],
+        level=r["level"])
 
 
 def event_of(r: sqlite3.Row) -> EventRow:

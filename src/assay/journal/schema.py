@@ -132,6 +132,10 @@ MIGRATIONS.append(("0010_model_calls", """
     CREATE INDEX model_calls_session ON model_calls(session)
     """))
 
+# [fidelity]: the level (an index into [fidelity] levels) both sides of a block run at
+MIGRATIONS.append(("0011_fidelity_levels",
+                   "ALTER TABLE blocks ADD COLUMN level INTEGER NOT NULL DEFAULT 0"))
+
 MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
 )

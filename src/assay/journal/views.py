@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import BlockRow, Decision, Experiment, RunResult
+from ..model import LEVEL, SCREEN, BlockRow, Decision, Experiment, LevelResult, RunResult
 from .connection import Store
 from .rows import block_of, columns, decision_of, experiment_of, run_of
 
@@ -81,6 +81,29 @@ class ViewQueries(Store):
                 f"SELECT * FROM {table} WHERE experiment_id IN ({','.join('?' * len(chunk))})"
                 f" ORDER BY {order}", chunk).fetchall()
         return rows
+
+    def level_results(self) -> list[LevelResult]:
+        """Each candidate's verdict at every fidelity level it reached, in experiment and
+        level order: the last decision made at that level (``Decision.details["level"]``)."""
+        rows = self.conn.execute(
+            "SELECT d.experiment_id, CAST(json_extract(d.details, '$.' || ?) AS INTEGER) AS lv,"
+            " json_extract(d.details, '$.' || ?) AS screen, d.verdict, d.effect, d.lo, d.hi,"
+            " d.pairs_used, d.delta, e.state, e.seq FROM decisions d"
+            " JOIN experiments e ON e.id = d.experiment_id"
+            " WHERE d.id IN (SELECT MAX(id) FROM decisions"
+            "  WHERE json_extract(details, '$.' || ?) IS NOT NULL"
+            "  GROUP BY experiment_id, json_extract(details, '$.' || ?))"
+            " ORDER BY e.seq, lv", (LEVEL, SCREEN, LEVEL, LEVEL)).fetchall()
+        out = []
+        for r in rows:
+            verdict, state = str(r["verdict"]), str(r["state"])
+            outcome = (str(r["screen"]) if r["screen"] else
+                       {"keep": "kept", "discard": "discarded"}.get(verdict, ""))
+            if not outcome:
+                outcome = "measuring" if state in ("queued", "running", "measured") else state
+            out.append(LevelResult(str(r["experiment_id"]), int(r["lv"]), outcome, r["effect"],
+                                   r["lo"], r["hi"], int(r["pairs_used"]), float(r["delta"])))
+        return out
 
     def state_counts(self) -> dict[str, int]:
         return {str(k): int(v) for k, v in self.conn.execute(
