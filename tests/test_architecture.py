@@ -55,8 +55,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("loop", (
         "loop", "loop.calibration", "loop.dispatch", "loop.drive", "loop.driver", "loop.fanout",
-        "loop.history", "loop.hooks", "loop.intake", "loop.outcomes", "loop.progress",
-        "loop.sessions", "loop.stopping", "loop.stops",
+        "loop.history", "loop.hooks", "loop.intake", "loop.levels", "loop.outcomes",
+        "loop.progress", "loop.sessions", "loop.stopping", "loop.stops",
     )),
     ("assemble", (
         "assemble",

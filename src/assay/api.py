@@ -26,6 +26,7 @@ from .assemble import journal_path as journal_path
 from .assemble import load as load
 from .assemble import open_journal as open_journal
 from .bench import contain, fingerprint, process
+from .config.fidelity import last_level
 from .config.spec import Target
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
@@ -35,6 +36,7 @@ from .init import write as init_mod
 from .journal.lock import RunLock
 from .journal.store import Journal
 from .loop.driver import Event, Loop
+from .loop.levels import awaiting
 from .loop.progress import Summary, progress
 from .loop.sessions import SessionOptions, holding_branch
 from .loop.sessions import reset as reset_target
@@ -273,7 +275,7 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     try:
         # Only what the summary needs (counts in SQL, the first decided and the kept ones),
         # so the cost does not grow with the journal.
-        cal = journal.calibration()
+        cal = journal.calibration(last_level(target.fidelity))  # where keeps are decided
         first = journal.first_decided()
         kept = journal.experiments([ExperimentState.KEPT], patches=False)
         p = progress([*([first] if first else []), *kept], cal.baseline if cal else None)
@@ -303,6 +305,8 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
             "open": [experiment_dict(journal, e) for e in journal.experiments(
                 [ExperimentState.QUEUED, ExperimentState.RUNNING, ExperimentState.MEASURED],
                 patches=False) if e.decision is not None],
+            # [fidelity]: candidates still to measure at a level, and what it would cost
+            "awaiting": awaiting(journal, target),
         }
     finally:
         journal.close()

@@ -31,6 +31,7 @@ class CalibrationRecord:
     baseline: float | None = None  # the base commit's median over the calibration runs
     start: dict[str, float] | None = None  # the pooled noise and δ at start-up
     regime: dict[str, Any] | None = None  # the noise regime (stats.regime's meta form)
+    level: int = 0  # with [fidelity]: the level it was measured at (0 in older journals)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -183,6 +183,8 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
     cal = st.get("calibration")
     if cal:
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
+    for line in st.get("awaiting", []):  # [fidelity]: what the next levels would cost
+        console.print(f"next: {escape(line)}", highlight=False)
     print_open(console, [(e["id"], e["decision"]["effect"], e["decision"]["lo"],
                           e["decision"]["hi"], e["decision"]["reason"], e["hypothesis"])
                          for e in st["open"]])

@@ -20,6 +20,7 @@ level so far. Candidates never set the fidelity parameter themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,11 +49,21 @@ class FidelitySpec:
         """The parameter's value at ``level`` (an index into ``levels``)."""
         return self.levels[level]
 
+    def at_last(self) -> FidelitySpec:
+        """Only the last level: a verification or a comparison measures where keeps are
+        decided, with no screen before."""
+        return dataclasses.replace(self, levels=(self.levels[-1],))
+
     def label(self, level: int) -> str:
         """A level as people read it: ``TIME_BUDGET=30``."""
         v = self.levels[level]
         text = f"{v:g}" if isinstance(v, float) else str(v)
         return f"{self.param}={text}"
+
+
+def last_level(spec: FidelitySpec | None) -> int:
+    """The level keeps are decided at: its index, 0 without [fidelity]."""
+    return 0 if spec is None else spec.last
 
 
 def parse_fidelity(top: Section, params: Sequence[str]) -> FidelitySpec | None:

@@ -308,7 +308,8 @@ class RunPrinter:
                 "verify_note": s.verify_note, "unreproduced": doubt, "spend": s.spend,
                 "open": [{"id": e.id, "effect": e.decision.effect, "interval": [e.decision.lo,
                           e.decision.hi], "reason": e.decision.reason}
-                         for e in s.open if e.decision is not None]})
+                         for e in s.open if e.decision is not None],
+                "awaiting": s.awaiting})
             return
         c = self.console
         c.rule("[bold]summary")
@@ -356,6 +357,8 @@ class RunPrinter:
         print_open(c, [(e.id, e.decision.effect, e.decision.lo, e.decision.hi,
                         e.decision.reason, e.candidate.hypothesis)
                        for e in s.open if e.decision is not None])
+        for line in s.awaiting:  # [fidelity]: what the next levels would cost
+            c.print(f"next level: {escape(line)}", highlight=False)
         if s.spend is not None:
             print_spend(c, s.spend)
         c.print("next: [bold]assay status[/], [bold]assay log[/], [bold]assay show <id>[/]")

@@ -32,6 +32,7 @@ from ..assemble import load, open_journal
 from ..bench import fingerprint, process
 from ..bench.meter import Meter, caps_of
 from ..bench.worker import cache_env, run_step
+from ..config.fidelity import last_level
 from ..config.prices import for_target
 from ..config.spec import PlatformSpec, Target
 from ..errors import CapReached, FinalizeError
@@ -315,7 +316,7 @@ def _measure(target: Target, run: str, base: str, final: str, journal: Journal,
              outcomes: Sequence[pr.Outcome], defaults: dict[str, Any], report: Report) -> None:
     root = target.root
     folder = target.state_dir / "finalize" / run / "measure"
-    cal = journal.calibration()
+    cal = journal.calibration(last_level(target.fidelity))
     inc = journal.incumbent()
     final_params = measure.env_params(target, inc.params if inc else {})
     for o in outcomes:

@@ -58,13 +58,21 @@ class BlockStore(Store):
         sql += " ORDER BY created_at, seq"
         return [block_of(r) for r in self.conn.execute(sql, args)]
 
-    def run_pace(self, limit: int = 12) -> list[float]:
-        """Seconds per run of the last ``limit`` finished blocks: each block's wall time
-        (its build, checks and warm-up included) over the runs in its order."""
+    def run_pace(self, limit: int = 12, level: int | None = None) -> list[float]:
+        """Seconds per run of the last ``limit`` finished blocks (at a fidelity ``level``
+        when given): each block's wall time (its build, checks and warm-up included) over
+        the runs in its order."""
+        at = "" if level is None else " AND level = ?"
         rows = self.conn.execute(
-            "SELECT wall_s, run_order FROM blocks WHERE state = ? AND wall_s > 0"
-            " ORDER BY finished_at DESC LIMIT ?", (BlockState.DONE.value, limit)).fetchall()
+            f"SELECT wall_s, run_order FROM blocks WHERE state = ? AND wall_s > 0{at}"
+            " ORDER BY finished_at DESC LIMIT ?",
+            (BlockState.DONE.value, *(() if level is None else (level,)), limit)).fetchall()
         return [float(w) / len(order) for w, order in rows if order]
+
+    def block_level(self, block_id: str) -> int:
+        """The fidelity level a block runs at (0 for one not in the journal)."""
+        row = self.conn.execute("SELECT level FROM blocks WHERE id = ?", (block_id,)).fetchone()
+        return int(row[0]) if row else 0
 
     def count_blocks(self, states: Sequence[BlockState]) -> int:
         marks = ",".join("?" * len(states))
@@ -72,12 +80,14 @@ class BlockStore(Store):
                                 [BlockState(s).value for s in states]).fetchone()
         return int(row[0])
 
-    def drop_blocks(self, exp_id: str) -> None:
-        """Forget every block of ``exp_id`` and its runs (a failed calibration is redone)."""
+    def drop_blocks(self, exp_id: str, level: int | None = None) -> None:
+        """Forget every block of ``exp_id`` (at a fidelity ``level`` when given) and its runs
+        (a failed calibration is redone)."""
+        at, args = ("", (exp_id,)) if level is None else (" AND level = ?", (exp_id, level))
         with self.tx():
             self.conn.execute("DELETE FROM runs WHERE block_id IN "
-                              "(SELECT id FROM blocks WHERE experiment_id = ?)", (exp_id,))
-            self.conn.execute("DELETE FROM blocks WHERE experiment_id = ?", (exp_id,))
+                              f"(SELECT id FROM blocks WHERE experiment_id = ?{at})", args)
+            self.conn.execute(f"DELETE FROM blocks WHERE experiment_id = ?{at}", args)
 
     def lease_block(self, block_id: str, slot: str, owner: str, ttl_s: float) -> bool:
         """Mark a queued block running on ``slot``; False when it is not queued (no double run)."""
@@ -166,22 +176,25 @@ class BlockStore(Store):
         return [run_of(r) for r in self.conn.execute(sql, args)]
 
     def recent_incumbent_values(self, slot: str, metric: str, commit: str, limit: int = 8,
-                                exclude_experiment: str | None = None) -> tuple[float, ...]:
+                                exclude_experiment: str | None = None,
+                                level: int | None = None) -> tuple[float, ...]:
         """The slot's latest measurements of the tree at ``commit`` (newest last): its A
         runs, both sides of its A/A calibration blocks, and, when ``commit`` was kept from a
         candidate, that candidate's own runs (the same tree, measured before the keep).
 
         ``exclude_experiment`` leaves out that experiment's own A runs (they are already in
-        its pairs).
+        its pairs). With [fidelity], ``level`` keeps the runs made at that level only.
         """
+        at = "" if level is None else " AND b.level = ?"
         rows = self.conn.execute(
             "SELECT r.metrics FROM runs r JOIN blocks b ON r.block_id = b.id"
-            " WHERE r.status = 'ok' AND r.slot = ? AND r.experiment_id != ?"
+            f" WHERE r.status = 'ok' AND r.slot = ? AND r.experiment_id != ?{at}"
             " AND ((b.inc_commit = ? AND (r.role = 'A' OR b.kind = 'aa'))"
             "      OR (r.role = 'B' AND r.experiment_id IN (SELECT id FROM experiments"
             "          WHERE commit_sha = ? AND state = 'kept')))"
             " ORDER BY r.created_at DESC, r.id DESC LIMIT ?",
-            (slot, exclude_experiment or "", commit, commit, limit)).fetchall()
+            (slot, exclude_experiment or "", *(() if level is None else (level,)), commit,
+             commit, limit)).fetchall()
         vals = [json.loads(r[0]).get(metric) for r in rows]
         return tuple(float(v) for v in reversed(vals) if v is not None)
 

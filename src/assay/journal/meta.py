@@ -28,6 +28,11 @@ FINALIZE_PREFIX = "finalize:"  # + the run's name: what its last finalize made
 WAIVED_KEY = "finalize:waived"  # the review findings waived (assay finalize --waive)
 
 
+def level_key(name: str, level: int) -> str:
+    """The meta key of ``name`` at a fidelity level: ``name`` at level 0, ``name@i`` above."""
+    return name if level == 0 else f"{name}@{level}"
+
+
 class MetaStore(Store):
     """The meta records, each read and written typed; :meth:`get_meta` and
     :meth:`set_meta` are the JSON beneath them."""
@@ -100,36 +105,51 @@ class MetaStore(Store):
         self.set_meta("fingerprints", [{"session": s, **fp.as_dict()} for s, fp in entries])
 
     # -- noise ---------------------------------------------------------------------
-    def calibration(self) -> CalibrationRecord | None:
-        """The run's noise as last measured (None before its calibration is in)."""
-        raw = self.get_meta("calibration")
+    # With [fidelity], each level has its own noise: level 0 under the keys a journal
+    # without levels uses (so an older journal reads as level 0), level i under "key@i".
+    def calibration(self, level: int = 0) -> CalibrationRecord | None:
+        """The run's noise at ``level`` as last measured (None before its calibration)."""
+        raw = self.get_meta(level_key("calibration", level))
         return CalibrationRecord.from_dict(raw) if isinstance(raw, dict) else None
 
-    def set_calibration(self, cal: CalibrationRecord) -> None:
-        self.set_meta("calibration", cal.as_dict())
+    def set_calibration(self, cal: CalibrationRecord, level: int = 0) -> None:
+        self.set_meta(level_key("calibration", level), cal.as_dict())
 
-    def noise_samples(self) -> dict[str, list[float]]:
+    def calibrations(self) -> dict[int, CalibrationRecord]:
+        """Every level's calibration (level 0 only without [fidelity]), by level."""
+        out: dict[int, CalibrationRecord] = {}
+        for (key,) in self.conn.execute(
+                "SELECT key FROM meta WHERE key = 'calibration' OR key LIKE 'calibration@%'"):
+            level = int(key.partition("@")[2] or 0)
+            cal = self.calibration(level)
+            if cal is not None:
+                out[level] = cal
+        return dict(sorted(out.items()))
+
+    def noise_samples(self, level: int = 0) -> dict[str, list[float]]:
         """Per slot: the latest noise samples behind its estimate."""
         return {str(s): [float(v) for v in vs]
-                for s, vs in (self.get_meta("noise_samples") or {}).items()}
+                for s, vs in (self.get_meta(level_key("noise_samples", level)) or {}).items()}
 
-    def set_noise_samples(self, samples: Mapping[str, Sequence[float]]) -> None:
-        self.set_meta("noise_samples", {s: list(v) for s, v in samples.items()})
+    def set_noise_samples(self, samples: Mapping[str, Sequence[float]], level: int = 0) -> None:
+        self.set_meta(level_key("noise_samples", level),
+                      {s: list(v) for s, v in samples.items()})
 
-    def noise_recent(self) -> list[tuple[str, float]]:
+    def noise_recent(self, level: int = 0) -> list[tuple[str, float]]:
         """The latest noise samples of every slot, (slot, sample), oldest first."""
-        return [(str(s), float(v)) for s, v in self.get_meta("noise_recent") or []]
+        return [(str(s), float(v))
+                for s, v in self.get_meta(level_key("noise_recent", level)) or []]
 
-    def set_noise_recent(self, recent: Iterable[tuple[str, float]]) -> None:
-        self.set_meta("noise_recent", [[s, v] for s, v in recent])
+    def set_noise_recent(self, recent: Iterable[tuple[str, float]], level: int = 0) -> None:
+        self.set_meta(level_key("noise_recent", level), [[s, v] for s, v in recent])
 
-    def delta_steps(self) -> list[DeltaStep]:
+    def delta_steps(self, level: int = 0) -> list[DeltaStep]:
         """Every move of the effective δ, oldest first."""
-        return [DeltaStep.from_dict(s) for s in self.get_meta("delta_steps") or []
-                if isinstance(s, dict)]
+        return [DeltaStep.from_dict(s) for s in self.get_meta(level_key("delta_steps", level))
+                or [] if isinstance(s, dict)]
 
-    def set_delta_steps(self, steps: Iterable[DeltaStep]) -> None:
-        self.set_meta("delta_steps", [s.as_dict() for s in steps])
+    def set_delta_steps(self, steps: Iterable[DeltaStep], level: int = 0) -> None:
+        self.set_meta(level_key("delta_steps", level), [s.as_dict() for s in steps])
 
     # -- after the run -------------------------------------------------------------
     def verification(self) -> Verification | None:

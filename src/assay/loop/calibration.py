@@ -37,6 +37,7 @@ from ..journal.store import Journal
 from ..model import (
     BlockKind,
     BlockResult,
+    BlockRow,
     BlockState,
     Incumbent,
     NextBlock,
@@ -54,8 +55,9 @@ class Calibration:
 
     def __init__(self, target: Target, journal: Journal, executor: Executor,
                  incumbent: Callable[[], Incumbent], emit: Callable[[str, str], None],
-                 fail: Callable[[str], None]) -> None:
+                 fail: Callable[[str], None], level: int = 0) -> None:
         self.target = target
+        self.level = level  # with [fidelity]: the level whose noise this is
         self.journal = journal
         self.executor = executor
         self.incumbent = incumbent
@@ -65,17 +67,27 @@ class Calibration:
         self.fresh: set[str] = set()  # slots that appeared after calibration, measuring noise
         self._slot_names: tuple[str, ...] = ()  # the slots seen at the last dispatch
 
+    def _cal_blocks(self, states: tuple[BlockState, ...] = ()) -> list[BlockRow]:
+        """This level's A/A blocks."""
+        return [b for b in self.journal.blocks(CAL, states=states) if b.level == self.level]
+
+    @property
+    def at(self) -> str:
+        """' at TIME_BUDGET=30' with [fidelity], '' without."""
+        fid = self.target.fidelity
+        return "" if fid is None else f" at {fid.label(self.level)}"
+
     @property
     def delta(self) -> float:
         """The effective δ: calibrated, else the configured one."""
-        cal = self.journal.calibration()
+        cal = self.journal.calibration(self.level)
         if cal is None or cal.delta is None:
             return float(self.target.decision.delta)
         return float(cal.delta)
 
     def resume(self) -> None:
         """A journal that holds a calibration needs none again."""
-        self.done = self.journal.calibration() is not None
+        self.done = self.journal.calibration(self.level) is not None
 
     def update(self, result: BlockResult) -> None:
         """The one place a finished block updates what the loop knows about noise.
@@ -85,7 +97,7 @@ class Calibration:
         estimate (:meth:`_track`).
         """
         if result.experiment_id == CAL:
-            if self.journal.calibration() is not None:
+            if self.journal.calibration(self.level) is not None:
                 self._fresh_block(result)  # a slot that appeared after calibration
             else:
                 self._finish(result)
@@ -100,12 +112,12 @@ class Calibration:
         if names == self._slot_names:
             return
         self._slot_names = names
-        cal = self.journal.calibration()
+        cal = self.journal.calibration(self.level)
         if cal is None or self.target.decision.aa_blocks <= 0:
             return
-        known = {*cal.noise, *cal.quarantined, *self.journal.noise_samples()}
-        pending = {b.prefer_slot for b in self.journal.blocks(
-            CAL, states=(BlockState.QUEUED, BlockState.RUNNING))}
+        known = {*cal.noise, *cal.quarantined, *self.journal.noise_samples(self.level)}
+        pending = {b.prefer_slot for b in self._cal_blocks(
+            states=(BlockState.QUEUED, BlockState.RUNNING))}
         pairs = self.target.decision.pairs_per_block
         per_slot = max(self.target.decision.aa_blocks, -(-AA_PAIRS // max(1, pairs)))
         if self.target.decision.rule == "expensive":
@@ -120,7 +132,7 @@ class Calibration:
             for _ in range(per_slot):
                 self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(),
                                        self.incumbent(), prefer_slot=slot.name,
-                                       platform=slot.platform)
+                                       platform=slot.platform, level=self.level)
             self.emit("calibrate", f"slot {slot.name} is new (on {slot.host or 'a new node'}): "
                                    f"measuring its noise with {per_slot} A/A block(s), "
                                    f"{per_slot * pairs} pairs, before it measures anything")
@@ -132,7 +144,7 @@ class Calibration:
         if result.error or incumbent_failure(result):
             self.fresh.discard(slot)
             why = f"its calibration failed: {result.error or incumbent_failure(result)}"
-            for b in self.journal.blocks(CAL, states=(BlockState.QUEUED,)):
+            for b in self._cal_blocks(states=(BlockState.QUEUED,)):
                 if b.prefer_slot == slot:
                     self.journal.cancel_block(b.id, why)
             for s in self.executor.slots:
@@ -142,11 +154,11 @@ class Calibration:
             self.emit("quarantine", f"slot {slot} quarantined: {why}")
             return
         self._track(result)
-        if any(b.prefer_slot == slot for b in self.journal.blocks(
-                CAL, states=(BlockState.QUEUED, BlockState.RUNNING))):
+        if any(b.prefer_slot == slot for b in self._cal_blocks(
+                states=(BlockState.QUEUED, BlockState.RUNNING))):
             return
         self.fresh.discard(slot)
-        cal = self.journal.calibration() or CalibrationRecord()
+        cal = self.journal.calibration(self.level) or CalibrationRecord()
         if slot in cal.quarantined:
             return  # _track said so
         noise = cal.noise.get(slot)
@@ -160,12 +172,12 @@ class Calibration:
     def _track(self, result: BlockResult) -> None:
         """Fold a measured block's noise samples into its slot's estimate; δ and quarantine
         follow the current estimate, and every change is reported with its reason."""
-        cal = self.journal.calibration()
+        cal = self.journal.calibration(self.level)
         if cal is None or not result.slot:
             return
         new = block_samples(result.runs, self.target.metric.name)
-        samples = self.journal.noise_samples()
-        recent = self.journal.noise_recent()
+        samples = self.journal.noise_samples(self.level)
+        recent = self.journal.noise_recent(self.level)
         spec = self.target.decision
         before = track(samples, spec, cal.quarantined, recent)
         if new:
@@ -179,17 +191,19 @@ class Calibration:
             step = DeltaStep(block=result.block_id, slot=result.slot, old=before.delta,
                              new=after.delta, why=delta_reason(before.delta, after, spec))
         with self.journal.tx():
-            self.journal.set_noise_samples(samples)
-            self.journal.set_noise_recent(recent)
+            self.journal.set_noise_samples(samples, self.level)
+            self.journal.set_noise_recent(recent, self.level)
             if math.isfinite(slot_noise):
                 self.journal.set_block_noise(result.block_id, slot_noise)
             self.journal.set_calibration(dataclasses.replace(
                 cal, noise=dict(after.noise), pooled=after.pooled,
                 delta=after.delta, quarantined=dict(after.quarantined),
                 samples=dict(after.samples), message=describe(after, spec),
-                regime=after.regime.as_meta() if after.regime is not None else None))
+                regime=after.regime.as_meta() if after.regime is not None else None),
+                self.level)
             if step is not None:
-                self.journal.set_delta_steps([*self.journal.delta_steps(), step])
+                self.journal.set_delta_steps([*self.journal.delta_steps(self.level), step],
+                                             self.level)
         for line in changes(before, after, spec):
             self.emit("noise", f"after block {result.block_id} on slot {result.slot}: {line}")
         for slot in self.executor.slots:
@@ -199,7 +213,8 @@ class Calibration:
                                       after.quarantined[slot.name])
                 self.executor.quarantine(slot.name)
             elif slot.name == result.slot and slot.name not in after.quarantined \
-                    and slot.name not in self.fresh and slot.name in after.noise:
+                    and slot.name not in self.fresh and slot.name in after.noise \
+                    and self.level == 0:
                 # the slot's row shows its current estimate, not the one from calibration
                 self.journal.set_slot(slot.name, slot.host, slot.gpus,
                                       after.noise[slot.name], False, "")
@@ -209,7 +224,7 @@ class Calibration:
         if self.done or self.target.decision.aa_blocks <= 0:
             self.done = True
             return
-        if self.journal.blocks(CAL):
+        if self._cal_blocks():
             return  # already queued (or resumed)
         inc = self.incumbent()
         pairs = self.target.decision.pairs_per_block
@@ -227,24 +242,25 @@ class Calibration:
                    f"{asked} block(s) of {pairs} pair(s) on {len(slots)} slot(s) give "
                    f"{asked * pairs * len(slots)}")
         given = self.target.decision.aa_blocks_given  # a default raised is no surprise
-        if given and per_slot != self.target.decision.aa_blocks:  # said once: queued once
+        if given and per_slot != self.target.decision.aa_blocks and not self.level:  # once
             self.emit("warn", f"[decision] aa_blocks = {self.target.decision.aa_blocks} is "
                               f"overridden: {per_slot} per slot, because {why}")
         for slot in slots:
             for _ in range(per_slot):
                 self.journal.add_block(CAL, BlockKind.AA, NextBlock(pairs).run_order(), inc,
-                                       prefer_slot=slot.name, platform=slot.platform)
-        self.emit("calibrate", f"measuring noise: {per_slot} A/A block(s) on each of "
+                                       prefer_slot=slot.name, platform=slot.platform,
+                                       level=self.level)
+        self.emit("calibrate", f"measuring noise{self.at}: {per_slot} A/A block(s) on each of "
                                f"{len(slots)} slot{'' if len(slots) == 1 else 's'}, "
                                f"{per_slot * pairs * len(slots)} A/A pairs in all (at least "
                                f"{AA_PAIRS} for a stable estimate)")
 
     def _finish(self, result: BlockResult | None = None) -> None:
-        blocks = self.journal.blocks(CAL)
+        blocks = self._cal_blocks()
         broken = incumbent_failure(result) if result is not None else ""
         if broken:  # fail fast: one crash or hang is enough, the other blocks would repeat it
             why = f"calibration failed: {broken}; fix the target, then run again"
-            self.journal.drop_blocks(CAL)  # measure again on the next run
+            self.journal.drop_blocks(CAL, self.level)  # measure again on the next run
             self.emit("error", why)
             self.fail(why)
             return
@@ -265,7 +281,7 @@ class Calibration:
                    f"{empty[0].slot}"
                    + (f" ({bad.status.value}: {bad.reason}; logs: {bad.stderr_path})" if bad
                       else "") + "; fix the target, then run again")
-            self.journal.drop_blocks(CAL)  # measure again on the next run
+            self.journal.drop_blocks(CAL, self.level)  # measure again on the next run
             self.emit("error", why)
             self.fail(why)
             return
@@ -279,16 +295,20 @@ class Calibration:
             samples=window_counts(cal.samples),
             baseline=statistics.median(base) if base else None,
             start={"pooled": cal.pooled, "delta": cal.delta_effective},
-            regime=cal.regime.as_meta() if cal.regime is not None else None))
+            regime=cal.regime.as_meta() if cal.regime is not None else None,
+            level=self.level), self.level)
         spec = self.target.decision
         moved = delta_moved(spec.delta, cal.delta_effective)
         self.journal.set_delta_steps([DeltaStep(
             block=CAL, slot="", old=spec.delta, new=cal.delta_effective,
-            why=delta_reason(spec.delta, state_of(cal), spec))] if moved else [])
-        self.journal.set_noise_samples(cal.samples)
-        self.journal.set_noise_recent([(s, v) for s, vs in cal.samples.items() for v in vs])
+            why=delta_reason(spec.delta, state_of(cal), spec))] if moved else [], self.level)
+        self.journal.set_noise_samples(cal.samples, self.level)
+        self.journal.set_noise_recent([(s, v) for s, vs in cal.samples.items() for v in vs],
+                                      self.level)
         for slot in self.executor.slots:
             q = slot.name in cal.quarantined
+            if not q and self.level:
+                continue  # a slot's row shows the first level's noise
             self.journal.set_slot(slot.name, slot.host, slot.gpus, cal.noise.get(slot.name), q,
                                     cal.quarantined.get(slot.name, ""))
             if q:
@@ -296,7 +316,7 @@ class Calibration:
                 self.emit("quarantine", f"slot {slot.name} quarantined: "
                                         f"{cal.quarantined[slot.name]}")
         self.done = True
-        self.emit("calibrated", cal.message)
+        self.emit("calibrated", f"{self.at.strip()}: {cal.message}" if self.at else cal.message)
 
 
 def incumbent_failure(result: BlockResult) -> str:

@@ -1,17 +1,23 @@
 """Which queued block goes to which free slot: calibration blocks first, then
-re-measurements and confirmations, then everything else first-in first-out."""
+re-measurements and confirmations, then everything else first-in first-out.
+
+With ``[fidelity]`` a block runs at its level's value on both sides
+(:func:`assay.loop.levels.at_level`), and only once that level's A/A calibration is in
+(the first block at a level queues it)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
+from ..config.fidelity import FidelitySpec
 from ..executors.base import Executor
 from ..executors.slots import pick_slot
 from ..journal.store import Journal
 from ..model import Block, BlockKind, BlockRow, BlockState, Candidate, ExperimentState, Slot
-from .calibration import CAL, Calibration
+from .calibration import CAL
 from .drive import Pace
+from .levels import LevelNoise, at_level
 
 LEASE_TTL_S = 120.0  # a leased block whose owner stops renewing it is taken back
 
@@ -32,9 +38,9 @@ def waits_for_another_slot(row: BlockRow, free: Sequence[str], slots: Sequence[S
                for s in slots)
 
 
-def block_for(row: BlockRow, journal: Journal) -> Block | None:
-    """The block to submit for ``row``; None (and the row cancelled) when its experiment
-    is finished."""
+def block_for(row: BlockRow, journal: Journal, fid: FidelitySpec | None = None) -> Block | None:
+    """The block to submit for ``row`` (at its fidelity level's value); None (and the row
+    cancelled) when its experiment is finished."""
     cand: Candidate | None = None
     if row.experiment_id != CAL:
         exp = journal.experiment(row.experiment_id)
@@ -42,18 +48,19 @@ def block_for(row: BlockRow, journal: Journal) -> Block | None:
             journal.cancel_block(row.id, "its experiment is finished")
             return None
         cand = dataclasses.replace(exp.candidate, base_commit=row.incumbent.commit)
-    return Block(block_id=row.id, experiment_id=row.experiment_id, kind=row.kind,
-                 order=row.order, incumbent=row.incumbent, candidate=cand,
-                 prefer_slot=row.prefer_slot, avoid_slot=row.avoid_slot, seq=row.seq,
-                 platform=row.platform)
+    return at_level(Block(block_id=row.id, experiment_id=row.experiment_id, kind=row.kind,
+                          order=row.order, incumbent=row.incumbent, candidate=cand,
+                          prefer_slot=row.prefer_slot, avoid_slot=row.avoid_slot, seq=row.seq,
+                          platform=row.platform, level=row.level), fid)
 
 
 class Dispatcher:
     """Starts queued blocks on free slots, each leased in the journal first so that no
     block is dispatched twice."""
 
-    def __init__(self, journal: Journal, executor: Executor, noise: Calibration,
-                 owner: str) -> None:
+    def __init__(self, journal: Journal, executor: Executor, noise: LevelNoise,
+                 owner: str, fidelity: FidelitySpec | None = None) -> None:
+        self.fidelity = fidelity
         self.journal = journal
         self.executor = executor
         self.noise = noise
@@ -82,7 +89,10 @@ class Dispatcher:
             ready = [n for n in free if n not in self.noise.fresh]  # a new slot: A/A blocks only
             if row.kind is not BlockKind.AA and not ready:
                 continue
-            block = block_for(row, self.journal)
+            if row.level and row.kind is not BlockKind.AA and not self.noise.ready(row.level):
+                self.noise.need(row.level)  # a higher level's noise first (queued once)
+                continue
+            block = block_for(row, self.journal, self.fidelity)
             if block is None:
                 continue
             if pace is not None and not pace.fits(row):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..config.fidelity import FidelitySpec
 from ..journal.store import Journal
 from ..model import BlockRow
+from .levels import level_pace
 
 Until = Callable[[], str]  # '' to go on; otherwise why the run ends
 
@@ -29,11 +32,14 @@ class Pace:
     """How fast the run goes against its deadline: changes as blocks finish (mutable).
 
     With a deadline, ``seconds`` is the median seconds per run of the recent blocks, so that
-    no block starts that the deadline would cut (None until a block has finished)."""
+    no block starts that the deadline would cut (None until a block has finished). With
+    ``[fidelity]`` a block's pace is its level's (:func:`assay.loop.levels.level_pace`)."""
 
-    def __init__(self, drive: Drive, journal: Journal) -> None:
+    def __init__(self, drive: Drive, journal: Journal,
+                 fidelity: FidelitySpec | None = None) -> None:
         self.drive = drive
         self.journal = journal
+        self.fidelity = fidelity
         self.seconds: float | None = None
         self.short = ""  # why a queued block was left unstarted for lack of time ('' if none)
         self.last_beat = 0.0  # time.monotonic() of the last lease heartbeat
@@ -47,14 +53,20 @@ class Pace:
         """Whether ``row`` can end before the deadline, at the recent blocks' pace (a block
         the deadline would cut is time spent for nothing: it runs again on resume)."""
         d = self.drive
-        if d.deadline is None or self.seconds is None:
+        fid, how, at = self.fidelity, "", ""
+        seconds = self.seconds
+        if fid is not None and d.deadline is not None:
+            seconds, how = level_pace(self.journal, fid, row.level)
+            seconds = None if math.isnan(seconds) else seconds
+            at = f" at {fid.label(row.level)}"
+        if d.deadline is None or seconds is None:
             return True
-        need = self.seconds * len(row.order)
+        need = seconds * len(row.order)
         left = d.deadline - time.monotonic()
         if need <= left:
             return True
         self.short = (f"the time budget of {d.max_hours:g} h leaves {max(left, 0):.0f} s, less "
-                      f"than the next block needs ({len(row.order)} run(s) at about "
-                      f"{self.seconds:.0f} s each); it was not started, and `assay run` starts "
-                      "it")
+                      f"than the next block{at} needs ({len(row.order)} run(s) at about "
+                      f"{seconds:.0f} s each{', ' + how if how else ''}); it was not started, "
+                      "and `assay run` starts it")
         return False

@@ -43,6 +43,7 @@ from types import FrameType
 
 from ..bench import process
 from ..bench.meter import Meter, caps_of
+from ..config.fidelity import last_level
 from ..config.prices import for_target
 from ..config.spec import Target
 from ..decision.next_step import Evidence
@@ -57,12 +58,13 @@ from ..records import CalibrationRecord
 from ..repo.repository import Repository
 from ..repo.workspace import diff_hashes, hash_paths
 from . import sessions
-from .calibration import CAL, Calibration
+from .calibration import CAL
 from .dispatch import LEASE_TTL_S, Dispatcher
 from .drive import Drive, Pace, Until
 from .history import Histories, TriedDigests
 from .hooks import Hooks
 from .intake import Intake
+from .levels import LevelNoise, awaiting, level_of
 from .outcomes import Outcomes
 from .progress import Summary, progress
 from .sessions import SessionOptions
@@ -95,11 +97,11 @@ class Loop:
         self.session_id = f"{int(time.time())}-{os.getpid()}-{next(_LOOPS)}"
         self.hooks = Hooks(target, journal, report=lambda m: self.emit("hook", m))
         self.stopping = Stopping(target, journal, executor, self.emit, self.session_id)
-        self.noise = Calibration(target, journal, executor, lambda: self.incumbent,
-                                 self.emit, self.stopping.fail)
+        self.noise = LevelNoise(target, journal, executor, lambda: self.incumbent,
+                                self.emit, self.stopping.fail)
         self.outcomes = Outcomes(target, journal, workspace, executor, proposer, self.rule,
                                  self.hooks, self.noise, self.stopping, self.emit)
-        self.dispatcher = Dispatcher(journal, executor, self.noise, self.owner)
+        self.dispatcher = Dispatcher(journal, executor, self.noise, self.owner, target.fidelity)
         self.intake = Intake(target, journal, workspace, lambda: self.incumbent)
         self.histories = Histories(journal)
         self.tried = TriedDigests(journal)
@@ -170,7 +172,9 @@ class Loop:
             self.emit("warn", "the working tree has uncommitted changes; assay measures the "
                               "last commit (HEAD) and ignores them")
         self.ws.ensure_branch(head)
-        defaults = {p.name: p.default for p in self.target.params if p.default is not None}
+        fid = self.target.fidelity  # its parameter is set per block, never the incumbent's
+        defaults = {p.name: p.default for p in self.target.params if p.default is not None
+                    and (fid is None or p.name != fid.param)}
         inc = Incumbent(commit=head, params=defaults, experiment_id=None)
         self.journal.set_incumbent(inc)
         self.journal.set_run_name(self.ws.run_name)
@@ -312,8 +316,10 @@ class Loop:
         return self.outcomes.advance(exp)
 
     def evidence(self, exp_id: str) -> Evidence:
-        """A frozen snapshot of what is known about ``exp_id``, for ``decide_next``."""
-        return self.outcomes.evidence(exp_id)
+        """A frozen snapshot of what is known about ``exp_id``, for ``decide_next`` (at the
+        fidelity level it is measured at now)."""
+        level = 0 if self.target.fidelity is None else level_of(self.journal, exp_id)
+        return self.outcomes.evidence(exp_id, level)
 
     # -- noise -------------------------------------------------------------------------
     def calibrate(self) -> None:
@@ -360,7 +366,7 @@ class Loop:
         # the budget counts this session's experiments: the drive's goal is a journal total
         self.drive = Drive(budget + base, base, deadline, max_hours, until=until,
                            propose=propose)
-        self.pace = Pace(self.drive, self.journal)
+        self.pace = Pace(self.drive, self.journal, self.target.fidelity)
         self.pace.update()
 
     def step(self) -> bool:
@@ -439,11 +445,13 @@ class Loop:
         signal.signal(signal.SIGTERM, handler)
 
     def summary(self) -> Summary:
-        cal = self.journal.calibration() or CalibrationRecord()
+        # the baseline where keeps are decided: with [fidelity], the last level's
+        cal = self.journal.calibration(last_level(self.target.fidelity)) or CalibrationRecord()
         exps = self.journal.experiments(patches=False)
         p = progress(exps, cal.baseline)
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
                        failed=self.failed,
                        open=[e for e in exps if not e.state.is_finished()
-                             and e.decision is not None])
+                             and e.decision is not None],
+                       awaiting=awaiting(self.journal, self.target))

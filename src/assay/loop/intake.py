@@ -104,6 +104,11 @@ class Intake:
             unknown = set(cand.params) - declared
             if unknown:
                 return f"sets undeclared parameters {sorted(unknown)}"
+            fid = self.target.fidelity
+            if fid is not None and fid.param in cand.params:
+                return (f"sets the fidelity parameter {fid.param} (to "
+                        f"{cand.params[fid.param]!r}): assay sets it per level ([fidelity] "
+                        f"levels = {list(fid.levels)}); change anything else")
         except PatchError as exc:
             return str(exc)
         return ""

@@ -6,6 +6,7 @@ recording the outcome where it is read (the journal, the hooks, the proposer, th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -26,6 +27,7 @@ from ..errors import AssayError, PatchError, WorkspaceError
 from ..executors.base import Executor
 from ..journal.store import Journal
 from ..model import (
+    SCREEN,
     BlockState,
     Decision,
     Experiment,
@@ -33,6 +35,7 @@ from ..model import (
     Incumbent,
     NextBlock,
     RunResult,
+    Verdict,
     for_proposer,
 )
 from ..proposers.base import Proposer
@@ -40,8 +43,8 @@ from ..records import CalibrationRecord
 from ..repo.merge import merge_onto
 from ..repo.repository import Repository
 from . import fanout as loop_platforms
-from .calibration import Calibration
 from .hooks import Hooks
+from .levels import LevelNoise, interval, level_of, screen, tagged
 from .stopping import Stopping
 
 
@@ -49,7 +52,7 @@ class Outcomes:
     """Decides each experiment's next step with the loop's rule and carries it out."""
 
     def __init__(self, target: Target, journal: Journal, ws: Repository, executor: Executor,
-                 proposer: Proposer, rule: DecisionRule, hooks: Hooks, noise: Calibration,
+                 proposer: Proposer, rule: DecisionRule, hooks: Hooks, noise: LevelNoise,
                  stopping: Stopping,
                  emit: Callable[[str, str, Experiment | None], None]) -> None:
         self.target = target
@@ -70,29 +73,34 @@ class Outcomes:
             raise AssayError("the journal has no incumbent; call start() first")
         return inc
 
-    def decision_context(self, exp_id: str | None = None) -> DecisionContext:
-        """What a decision rule sees (for ``exp_id``: the history without its own runs)."""
-        cal = self.journal.calibration() or CalibrationRecord()
+    def decision_context(self, exp_id: str | None = None, level: int = 0) -> DecisionContext:
+        """What a decision rule sees (for ``exp_id``: the history without its own runs), at
+        a fidelity ``level``: that level's noise and δ, its runs only."""
+        cal = self.journal.calibration(level) or CalibrationRecord()
         inc = self.journal.incumbent()
         slots = tuple(s.name for s in self.executor.slots)
         history: dict[str, tuple[float, ...]] = {}
         if inc is not None and self.target.decision.rule == "expensive":
+            at = None if self.target.fidelity is None else level
             for s in slots:
                 history[s] = self.journal.recent_incumbent_values(
-                    s, self.target.metric.name, inc.commit, exclude_experiment=exp_id)
+                    s, self.target.metric.name, inc.commit, exclude_experiment=exp_id,
+                    level=at)
         block_noise: dict[str, float] = {}
         if exp_id is not None:
             block_noise = {b.id: b.noise for b in self.journal.blocks(exp_id)
                            if b.noise is not None}
         return DecisionContext(direction=self.target.metric.direction, spec=self.target.decision,
-                               delta=self.noise.delta, slots=slots, noise=cal.noise,
+                               delta=self.noise.delta_at(level), slots=slots,
+                               noise=cal.noise,
                                incumbent_history=history, bounds=self.target.metric.bounds,
                                block_noise=block_noise,
                                pooled=float(cal.pooled or math.nan),
                                noise_samples=cal.samples)
 
-    def evidence(self, exp_id: str) -> Evidence:
-        """A frozen snapshot of what is known about ``exp_id``, for :func:`decide_next`."""
+    def evidence(self, exp_id: str, level: int = 0) -> Evidence:
+        """A frozen snapshot of what is known about ``exp_id``, for :func:`decide_next`: its
+        blocks at fidelity ``level`` (all of them without [fidelity], where all are at 0)."""
         runs: dict[str, list[RunResult]] = {}
         for r in self.journal.runs(exp_id):
             runs.setdefault(r.block_id, []).append(r)
@@ -100,8 +108,8 @@ class Outcomes:
             BlockEvidence(b.id, b.kind, b.incumbent.commit, b.slot or "",
                           tuple(sorted(runs.get(b.id, ()), key=lambda r: r.index)),
                           b.error, b.error_kind, b.platform)
-            for b in self.journal.blocks(exp_id, states=(BlockState.DONE,)))
-        return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id),
+            for b in self.journal.blocks(exp_id, states=(BlockState.DONE,)) if b.level == level)
+        return Evidence(exp_id, blocks, self.incumbent, self.decision_context(exp_id, level),
                         self.target.metric.name, tuple(self.target.guards),
                         self.target.holdout_metric)
 
@@ -113,10 +121,42 @@ class Outcomes:
                                    platform=platform)
 
     def advance(self, exp: Experiment) -> Experiment:
-        """Decide what comes next for ``exp`` and do it."""
+        """Decide what comes next for ``exp`` and do it: with [fidelity], on its pairs at
+        the level it is measured at, and below the last level through the level's screen."""
         if self.target.platforms:
             return self._advance_platforms(exp)
-        return self._act(exp, decide_next(self.evidence(exp.id), self.rule))
+        fid = self.target.fidelity
+        level = 0 if fid is None else level_of(self.journal, exp.id)
+        action = decide_next(self.evidence(exp.id, level), self.rule)
+        if fid is not None and level < fid.last:
+            decision = action.decision if isinstance(action, Keep | Discard) else None
+            if decision is not None and decision.verdict in (Verdict.KEEP, Verdict.DISCARD):
+                return self._screen(exp, decision, level)
+        return self._act(exp, action, level=level)
+
+    def _screen(self, exp: Experiment, decision: Decision, level: int) -> Experiment:
+        """The rule reached a verdict below the last level: promote or stop (the screen of
+        :func:`assay.loop.levels.screen`); a promoted candidate's first block at the next
+        level is queued against the incumbent at that level."""
+        fid = self.target.fidelity
+        assert fid is not None
+        s = screen(fid, level, exp.id, decision, self.journal.level_results())
+        outcome = "promoted" if s.promoted else "stopped"
+        decision = tagged(decision, level) or decision
+        decision = dataclasses.replace(decision, details={**decision.details, SCREEN: outcome})
+        self.journal.set_decision(exp.id, decision)
+        words = f"at {fid.label(level)}: {interval(decision)}; {s.why}"
+        if not s.promoted:
+            return self._finish(exp, ExperimentState.DISCARDED,
+                                f"stopped {words}; not measured at {fid.label(level + 1)}")
+        conflict = self._rebase(exp)
+        if conflict:
+            return self._finish(exp, ExperimentState.CONFLICT, conflict)
+        self.emit("promote", f"{exp.id} promoted to {fid.label(level + 1)}: {words}", exp)
+        nb = self.rule.first_block(self.decision_context(level=level + 1))
+        self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, level=level + 1)
+        self.noise.need(level + 1)
+        return exp
 
     def _advance_platforms(self, exp: Experiment) -> Experiment:
         """With [[platforms]]: decide on each platform's own blocks, then across them."""
@@ -132,11 +172,14 @@ class Outcomes:
             return exp
         return self._act(exp, loop_platforms.final_action(c, ev, self.target))
 
-    def _act(self, exp: Experiment, action: Action, platform: str = "") -> Experiment:
+    def _act(self, exp: Experiment, action: Action, platform: str = "",
+             level: int = 0) -> Experiment:
         if isinstance(action, Keep):
-            action = Keep(loop_platforms.per_slot(self.evidence(exp.id), action.decision,
+            action = Keep(loop_platforms.per_slot(self.evidence(exp.id, level), action.decision,
                                                   self.target))
         decision = action.decision if not isinstance(action, Rerun) else None
+        if self.target.fidelity is not None:
+            decision = tagged(decision, level)
         if decision is not None:
             self.journal.set_decision(exp.id, decision)
         if isinstance(action, Measure | Rerun):
@@ -149,10 +192,12 @@ class Outcomes:
                 self.emit("rebase", action.notice, exp)
             if isinstance(action, Rerun) and action.fail:
                 self.stopping.fail(action.fail)
-            self._add_block(exp, action.block, avoid=action.avoid_slot, platform=platform)
+            self._add_block(exp, action.block, avoid=action.avoid_slot, platform=platform,
+                            level=level)
             return exp
         if isinstance(action, Keep):
-            return self._keep(exp, action.decision)
+            assert decision is not None
+            return self._keep(exp, decision)
         if isinstance(action, Invalid):
             state = ExperimentState.CRASHED if action.crashed else ExperimentState.INVALID
             return self._finish(exp, state, action.reason, decision)
@@ -186,9 +231,9 @@ class Outcomes:
         return ""
 
     def _add_block(self, exp: Experiment, nb: NextBlock, avoid: str | None = None,
-                   platform: str = "") -> None:
+                   platform: str = "", level: int = 0) -> None:
         self.journal.add_block(exp.id, nb.kind, nb.run_order(), self.incumbent, avoid_slot=avoid,
-                               platform=platform)
+                               platform=platform, level=level)
 
     def _keep(self, exp: Experiment, decision: Decision) -> Experiment:
         inc = self.incumbent

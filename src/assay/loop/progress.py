@@ -30,6 +30,8 @@ class Summary:
     open: list[Experiment] = field(default_factory=list)
     # model calls: what they cost and bought (assay.measure.spend)
     spend: dict[str, Any] | None = None
+    # [fidelity]: candidates still to measure at a level, with what it would cost
+    awaiting: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,16 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
 
     ``scratch`` names the scratch run (its branch is ``assay/<scratch>``); by default
     ``<run>-pr/measuring``."""
-    quiet = dataclasses.replace(target, hooks={})
+    fid = target.fidelity
+    # [fidelity]: measured at the last level only (its value set on both sides), with that
+    # level's calibration; the parameter is assay's, never a side's own
+    quiet = dataclasses.replace(target, hooks={},
+                                fidelity=None if fid is None else fid.at_last())
+    if fid is not None:
+        cmp = dataclasses.replace(
+            cmp, incumbent_params={k: v for k, v in cmp.incumbent_params.items()
+                                   if k != fid.param},
+            candidate_params={k: v for k, v in cmp.candidate_params.items() if k != fid.param})
     root = target.root
     scratch = scratch or f"{run}-pr/measuring"
     refs = branches.Refs(root)

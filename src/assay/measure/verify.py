@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..config.fidelity import last_level
 from ..config.spec import Target
 from ..errors import AssayError
 from ..journal.store import Journal
@@ -115,7 +116,8 @@ def verify(target: Target, journal: Journal, report: Report = lambda m: None,
     report(f"verifying: the baseline {base[:12]} against the final best {inc.commit[:12]} in "
            "ABBA blocks, with the run's decision rule")
     m = compare(target, run, cmp, target.state_dir / "verify",
-                journal.calibration(), detail or report, scratch=f"{run}-verify")
+                journal.calibration(last_level(target.fidelity)), detail or report,
+                scratch=f"{run}-verify")
     effects = kept_effects(journal.experiments([ExperimentState.KEPT], patches=False))
     kept = sum(1 for e in effects if e is not None)
     chain_result: dict[str, Any] | None = None
@@ -204,7 +206,7 @@ def per_keep(target: Target, journal: Journal, report: Report = lambda m: None,
         report(f"measuring {e.id} ({e.commit[:12]}) alone against its parent "
                f"{parent.commit[:12]}")
         m = compare(target, run, cmp, target.state_dir / "verify" / "per-keep",
-                    journal.calibration(), detail or report,
+                    journal.calibration(last_level(target.fidelity)), detail or report,
                     scratch=f"{run}-verify")
         check = KeepCheck(e.id, parent.commit, e.commit,
                           e.decision.effect if e.decision else None, m.state, m.effect, m.lo,

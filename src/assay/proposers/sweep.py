@@ -114,7 +114,14 @@ class SweepProposer(Proposer):
         sec.reject_unknown()
         if sampler == "gp":  # checked here, before the first trial, not at trial n_startup
             need("torch", "gp", '[proposer.sweep] sampler = "gp" (Optuna\'s GPSampler)')
-        return cls(target.params, target.metric.direction, sampler, target.run.seed, n_startup)
+        # [fidelity]'s parameter is assay's to set, level by level: never a trial's
+        fid = target.fidelity
+        params = [p for p in target.params if fid is None or p.name != fid.param]
+        if fid is not None and not params:
+            raise ProposerError(f"the sweep proposer has nothing to search: the only "
+                                f"[[params]] entry, {fid.param}, is [fidelity]'s parameter; "
+                                "declare the parameters to tune, or choose another proposer")
+        return cls(params, target.metric.direction, sampler, target.run.seed, n_startup)
 
     def replay(self, experiments: Sequence[Experiment]) -> None:
         """Tell the study what earlier sessions already measured."""

@@ -1,0 +1,267 @@
+"""``[fidelity]`` in the loop, end to end on a real repository with a real benchmark.
+
+The benchmark's speed is scripted: 100 times a factor that depends on the candidate's
+``CHOICE`` and on the level's ``BUDGET`` (both environment variables), times the bounded
+jitter of :mod:`tests.scripted`; each run prints the values it saw. ``x`` wins at both
+levels, ``y`` wins at the cheap level and loses at the decisive one, ``z`` loses at both.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from assay import api
+from assay.journal.store import Journal
+from assay.loop.calibration import CAL
+from assay.model import LEVEL, SCREEN, Candidate, Role
+from assay.proposers.base import ProposalContext, Proposer
+from assay.proposers.sweep import SweepProposer
+
+from .conftest import make_repo
+from .scripted import DRAW
+
+# speed factor per CHOICE and BUDGET (the levels are BUDGET = 1, then 3)
+FACTORS = {"base": {1: 1.0, 3: 1.0}, "x": {1: 1.10, 3: 1.10}, "y": {1: 1.10, 3: 0.88},
+           "z": {1: 0.88, 3: 0.88}, "a": {1: 1.10, 3: 0.95}, "b": {1: 1.05, 3: 1.05},
+           "c": {1: 1.35, 3: 1.35}, "w": {1: 0.85, 3: 0.85}}
+
+BENCH = DRAW + f"""
+import os
+
+FACTORS = {json.dumps(FACTORS)}
+budget = os.environ["BUDGET"]
+choice = os.environ["CHOICE"]
+print(f"seen BUDGET={{budget}} CHOICE={{choice}}")
+print(f"METRIC speed={{100 * FACTORS[choice][budget] * draw():.4f}}")
+"""
+
+CONFIG = """\
+[metric]
+name = "speed"
+direction = "maximize"
+
+[commands]
+bench = "{python} bench.py"
+bench_timeout = 30
+
+[scope]
+editable = ["work.py"]
+protected = ["bench.py"]
+
+[[params]]
+name = "BUDGET"
+type = "int"
+low = 1
+high = 100
+apply = "env"
+
+[[params]]
+name = "CHOICE"
+type = "categorical"
+choices = ["base", "x", "y", "z", "a", "b", "c", "w"]
+default = "base"
+apply = "env"
+
+[run]
+slots = 1
+budget = 10
+verify = false
+
+[decision]
+rule = "fixed"
+max_pairs = 4
+pairs_per_block = 2
+aa_blocks = {aa}
+delta = 0.02
+
+[fidelity]
+param = "BUDGET"
+levels = [1, 3]
+{fidelity}
+"""
+
+
+class Listed(Proposer):
+    """The candidates given, in order: a choice name, or the params themselves."""
+
+    name = "listed"
+
+    def __init__(self, *items: str | dict[str, object]) -> None:
+        self.todo = list(items)
+
+    def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+        out = []
+        while self.todo and len(out) < n:
+            item = self.todo.pop(0)
+            params: dict[str, Any] = dict(item) if isinstance(item, dict) else {"CHOICE": item}
+            out.append(Candidate(context.incumbent.commit, params=params,
+                                 hypothesis=f"use {item}", proposer=self.name))
+        return out
+
+
+def target(tmp_path: Path, aa: int = 0, fidelity: str = "") -> Path:
+    config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity))
+    return make_repo(tmp_path / "repo", {"bench.py": BENCH, "assay.toml": config,
+                                         "work.py": "WORK = 1\n"})
+
+
+def journal(root: Path) -> Journal:
+    return Journal.open(root / ".assay" / "journal.sqlite")
+
+
+def by_hypothesis(root: Path) -> dict[str, dict[str, object]]:
+    return {str(e["hypothesis"]): e for e in api.log(root)}
+
+
+def test_promotion_reversal_and_stop(tmp_path: Path) -> None:
+    """z loses at the cheap level and is stopped there; y wins there, is promoted, and loses
+    at the decisive level; x wins at both and is kept, at the last level only."""
+    root = target(tmp_path)
+    events: list[tuple[str, str]] = []
+    summary = api.run(root, proposer_obj=Listed("z", "y", "x"),
+                      on_event=lambda k, m, e: events.append((k, m)))
+    log = by_hypothesis(root)
+    ids = {h[4:]: str(e["id"]) for h, e in log.items()}
+    assert {h: e["state"] for h, e in log.items()} == {
+        "use z": "discarded", "use y": "discarded", "use x": "kept"}
+    assert "stopped at BUDGET=1" in str(log["use z"]["note"])
+    assert "not measured at BUDGET=3" in str(log["use z"]["note"])
+    j = journal(root)
+    try:
+        got = [(r.experiment_id, r.level, r.outcome) for r in j.level_results()]
+        assert got == [(ids["z"], 0, "stopped"), (ids["y"], 0, "promoted"),
+                       (ids["y"], 1, "discarded"), (ids["x"], 0, "promoted"),
+                       (ids["x"], 1, "kept")]
+        # z never ran at the decisive level; y and x did, after their cheap blocks
+        assert {b.level for b in j.blocks(ids["z"])} == {0}
+        assert [b.level for b in j.blocks(ids["x"])] == [0, 0, 1, 1]
+        # every decision made under [fidelity] names its level; a level's last one its screen
+        for exp in ids.values():
+            for d in j.decisions(exp):
+                assert d.details[LEVEL] in (0, 1)
+        y_effects = {r.level: r.effect for r in j.level_results() if r.experiment_id == ids["y"]}
+        assert y_effects[0] is not None and y_effects[0] > 0.05
+        assert y_effects[1] is not None and y_effects[1] < -0.05  # the reversal, measured
+        # the level's value reached both sides: each run printed the BUDGET it saw
+        for exp in (ids["y"], ids["x"]):
+            levels = {b.id: b.level for b in j.blocks(exp)}
+            for r in j.runs(exp):
+                seen = Path(r.stdout_path).read_text()
+                budget = 1 if levels[r.block_id] == 0 else 3
+                choice = "base" if r.role is Role.INCUMBENT else exp_choice(ids, exp)
+                assert f"seen BUDGET={budget} CHOICE={choice}" in seen, (r, seen)
+        # the kept params hold the candidate's change, never the level's value
+        inc = j.incumbent()
+        assert inc is not None and inc.params.get("CHOICE") == "x" and "BUDGET" not in inc.params
+    finally:
+        j.close()
+    promoted = [m for k, m in events if k == "promote"]
+    assert len(promoted) == 2
+    assert promoted[0].startswith(f"{ids['y']} promoted to BUDGET=3: at BUDGET=1: +")
+    assert "upper end" in promoted[0] and "above δ 2.00%" in promoted[0]
+    assert [e.id for e in summary.kept] == [ids["x"]]
+    assert summary.awaiting == []
+
+
+def exp_choice(ids: dict[str, str], exp: str) -> str:
+    return next(k for k, v in ids.items() if v == exp)
+
+
+def test_top_k_screen_promotes_the_best_lower_bounds(tmp_path: Path) -> None:
+    """promote = "top", top = 1: a goes on (the first screened) and loses at the decisive
+    level; b, a win at the cheap level against the same incumbent, is stopped (its lower
+    bound ranks below a's); c goes on (its lower bound is the best so far) and is kept."""
+    root = target(tmp_path, fidelity='promote = "top"\ntop = 1\n')
+    api.run(root, proposer_obj=Listed("a", "b", "c"))
+    log = by_hypothesis(root)
+    ids = {h[4:]: str(e["id"]) for h, e in log.items()}
+    j = journal(root)
+    try:
+        cheap = {r.experiment_id: r.outcome for r in j.level_results() if r.level == 0}
+        b_level = [d for d in j.decisions(ids["b"]) if d.details.get(SCREEN)]
+    finally:
+        j.close()
+    assert cheap == {ids["a"]: "promoted", ids["b"]: "stopped", ids["c"]: "promoted"}
+    assert b_level[-1].details[SCREEN] == "stopped" and b_level[-1].effect is not None
+    assert b_level[-1].effect > 0.02  # a win at that level, but not among the top 1
+    assert "ranks 2 of 2 screened at this level (the top 1 go on)" in str(log["use b"]["note"])
+    assert log["use a"]["state"] == "discarded" and log["use c"]["state"] == "kept"
+
+
+def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: Path) -> None:
+    root = target(tmp_path, aa=1)
+    events: list[tuple[str, str]] = []
+    api.run(root, budget=1, proposer_obj=Listed("x"),
+            on_event=lambda k, m, e: events.append((k, m)))
+    j = journal(root)
+    try:
+        cals = j.calibrations()
+        first = {lv: len([b for b in j.blocks(CAL) if b.level == lv]) for lv in (0, 1)}
+    finally:
+        j.close()
+    assert sorted(cals) == [0, 1] and cals[1].level == 1 and cals[0].level == 0
+    assert first[0] > 0 and first[1] > 0
+    assert cals[0].baseline is not None and cals[1].baseline is not None
+    assert any(k == "calibrate" and "at BUDGET=3" in m for k, m in events)
+    # the cheap level's A/A blocks came at the start, the decisive level's only when x
+    # was promoted to it
+    order = [m.split(":")[0] for k, m in events if k in ("calibrate", "promote")]
+    assert order[0] == "measuring noise at BUDGET=1" and order[-1] == "measuring noise at BUDGET=3"
+
+    later: list[tuple[str, str]] = []
+    api.run(root, budget=1, proposer_obj=Listed("c"), carry_on=True,
+            on_event=lambda k, m, e: later.append((k, m)))
+    j = journal(root)
+    try:
+        again = {lv: len([b for b in j.blocks(CAL) if b.level == lv]) for lv in (0, 1)}
+        cexp = next(e for e in j.experiments() if e.candidate.params.get("CHOICE") == "c")
+        levels = [b.level for b in j.blocks(cexp.id)]
+    finally:
+        j.close()
+    assert 1 in levels  # c was promoted and measured at the decisive level ...
+    assert again == first  # ... on the calibration the first session measured there
+    assert not any(k == "calibrate" for k, _ in later)
+
+
+def test_a_candidate_setting_the_fidelity_parameter_is_invalid(tmp_path: Path) -> None:
+    root = target(tmp_path)
+    api.run(root, proposer_obj=Listed({"CHOICE": "x", "BUDGET": 3}))
+    (entry,) = api.log(root)
+    assert entry["state"] == "invalid"
+    assert "sets the fidelity parameter BUDGET (to 3)" in str(entry["note"])
+    assert "[fidelity] levels = [1, 3]" in str(entry["note"])
+    sweep = SweepProposer.from_target(api.load(root))
+    assert set(sweep.dists) == {"CHOICE"}  # the sweep never searches the level's parameter
+
+
+def test_max_hours_refuses_a_decisive_block_it_cannot_finish(tmp_path: Path) -> None:
+    """The cheap level's pace (rewritten to 600 s a run) times the levels' ratio (3) says a
+    block at BUDGET=3 takes 4 × 1,800 s: under --max-hours 1 it is not started, and the run
+    says what the waiting candidate would cost there."""
+    root = target(tmp_path)
+    api.run(root, proposer_obj=Listed("z", "w"), budget=2)  # both stopped at BUDGET=1
+    db = root / ".assay" / "journal.sqlite"
+    with sqlite3.connect(db) as c:  # four slow blocks at BUDGET=1, none at BUDGET=3
+        assert c.execute("SELECT COUNT(*) FROM blocks WHERE level = 1").fetchone()[0] == 0
+        c.execute("UPDATE blocks SET wall_s = 600.0 * length(run_order) WHERE state = 'done'")
+    summary = api.run(root, proposer_obj=Listed("x"), budget=1, max_hours=1.0)
+    assert "the next block at BUDGET=3 needs (4 run(s) at about 1800 s each, the pace at " \
+           "BUDGET=1 × 3)" in summary.stopped, summary.stopped
+    assert "not started" in summary.stopped
+    x = by_hypothesis(root)["use x"]
+    assert x["state"] in ("queued", "running")
+    j = journal(root)
+    try:
+        xb = j.blocks(str(x["id"]))
+    finally:
+        j.close()
+    assert [(b.level, b.state.value) for b in xb] == [(0, "done"), (0, "done"), (1, "queued")]
+    assert summary.awaiting and summary.awaiting[0].startswith(
+        "1 candidate awaits BUDGET=3: about 2.0 h (4 runs at about 1800 s, the pace at "
+        "BUDGET=1 × 3)")
+    assert api.status(root)["awaiting"] == summary.awaiting
