@@ -15,14 +15,18 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay import api
+from assay.config.spec import parse
+from assay.errors import ConfigError
 from assay.journal.store import Journal
 from assay.loop.calibration import CAL
 from assay.model import LEVEL, SCREEN, Candidate, Role
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.sweep import SweepProposer
 
-from .conftest import make_repo
+from .conftest import git, make_repo
 from .scripted import DRAW
 
 # speed factor per CHOICE and BUDGET (the levels are BUDGET = 1, then 3)
@@ -265,3 +269,31 @@ def test_max_hours_refuses_a_decisive_block_it_cannot_finish(tmp_path: Path) -> 
         "1 candidate awaits BUDGET=3: about 2.0 h (4 runs at about 1800 s, the pace at "
         "BUDGET=1 × 3)")
     assert api.status(root)["awaiting"] == summary.awaiting
+
+
+def test_the_final_verification_measures_at_the_last_level(tmp_path: Path) -> None:
+    """The run's closing baseline-vs-best measurement is at the level keeps are decided at:
+    both sides at BUDGET=3, the level's parameter never a side's own."""
+    root = target(tmp_path)
+    cfg = root / "assay.toml"
+    cfg.write_text(cfg.read_text().replace("verify = false", "verify = true"))
+    git(root, "commit", "-qam", "verify")
+    summary = api.run(root, proposer_obj=Listed("x"))
+    assert summary.verified is not None, summary.verify_note
+    assert 0.08 < summary.verified["effect"] < 0.12  # x's +10% at BUDGET=3
+    j = Journal.open(Path(summary.verified["journal"]))
+    try:
+        runs = j.runs()
+    finally:
+        j.close()
+    seen = {(r.role, Path(r.stdout_path).read_text().splitlines()[0]) for r in runs}
+    assert seen == {(Role.INCUMBENT, "seen BUDGET=3 CHOICE=base"),
+                    (Role.CANDIDATE, "seen BUDGET=3 CHOICE=x")}
+
+
+def test_fidelity_and_platforms_are_refused_together(tmp_path: Path) -> None:
+    root = target(tmp_path)
+    text = (root / "assay.toml").read_text() + '[[platforms]]\nname = "a"\n'
+    with pytest.raises(ConfigError) as err:
+        parse(text, root)
+    assert "[fidelity] levels and [[platforms]] cannot be combined" in str(err.value)

@@ -630,6 +630,10 @@ def parse(text: str, root: Path, file: str = CONFIG_NAME) -> Target:
     limits = _limits(top)
     hooks = _hooks(top)
     platforms = _platforms(top, run)
+    if fidelity is not None and platforms:
+        raise top.error("fidelity", "[fidelity] levels and [[platforms]] cannot be combined: "
+                        "a candidate's climb through the levels is decided on one platform",
+                        "one of them: drop [[platforms]], or [fidelity]")
     subsystems = _subsystems(top)
     top.reject_unknown()
 
