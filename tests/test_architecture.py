@@ -40,7 +40,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "bench.metrics", "bench.outputs", "bench.process", "bench.readers", "bench.worker",
     )),
     ("decision", (
-        "decision", "decision.combine", "decision.next_step", "decision.rule", "decision.stats",
+        "decision", "decision.agreement", "decision.combine", "decision.next_step",
+        "decision.rule", "decision.stats",
         "decision.stats.bounds", "decision.stats.calibrate", "decision.stats.expensive",
         "decision.stats.heterogeneity", "decision.stats.noise", "decision.stats.regime",
         "decision.stats.robust", "decision.stats.screen", "decision.stats.sequential",
