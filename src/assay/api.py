@@ -27,6 +27,7 @@ from .assemble import load as load
 from .assemble import open_journal as open_journal
 from .bench import contain, fingerprint, process
 from .config.spec import Target
+from .decision.agreement import agreement
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .executors.platforms import build_executor
@@ -303,6 +304,10 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
             "open": [experiment_dict(journal, e) for e in journal.experiments(
                 [ExperimentState.QUEUED, ExperimentState.RUNNING, ExperimentState.MEASURED],
                 patches=False) if e.decision is not None],
+            # with [fidelity]: how each level's verdicts held at the next
+            "fidelity": None if target.fidelity is None else agreement(
+                target.fidelity, journal.level_results(),
+                journal.experiments(patches=False)).as_dict(),
         }
     finally:
         journal.close()
