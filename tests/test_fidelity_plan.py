@@ -80,6 +80,12 @@ type = "float"
 low = 1
 high = 1000
 apply = "env"
+[[params]]
+name = "LR"
+type = "float"
+low = 0.001
+high = 1
+apply = "env"
 '''
 
 
@@ -105,3 +111,33 @@ def test_the_cli_prints_the_multi_fidelity_plan(tmp_path: Path) -> None:
     (tmp_path / "assay.toml").write_text(CONFIG)
     plain = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0 and "fidelity" not in plain.stdout
+
+
+def test_the_plan_uses_and_shows_the_agreement_measured_in_the_journal(tmp_path: Path) -> None:
+    from assay import api
+    from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
+
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "assay.toml").write_text(CONFIG + '[fidelity]\nparam = "TIME_BUDGET"\n'
+                                         'levels = [30, 300]\n')
+    j = api.open_journal(api.load(tmp_path))
+    try:
+        for k, (cheap, final) in enumerate([(0.03, 0.02), (0.02, 0.025), (0.01, -0.01),
+                                            (0.025, 0.004)]):
+            e = j.add_experiment(Candidate("c0", params={"LR": 0.01 * (k + 1)})).id
+            for lv, eff, screen in ((0, cheap, "promoted"), (1, final, "")):
+                details = {LEVEL: lv, **({SCREEN: screen} if screen else {})}
+                verdict = Verdict.KEEP if eff > 0.01 else Verdict.DISCARD
+                j.set_decision(e, Decision(verdict, "r", eff, eff - 0.005, eff + 0.005, 4, 8,
+                                           0.01, details=details))
+    finally:
+        j.close()
+    out = subprocess.run([sys.executable, "-m", "assay", "plan", "-C", str(tmp_path),
+                          "--noise", "0.5%", "--trials", "10", "--sessions", "2",
+                          "--candidates", "6"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    # ranks 4,2,1,3 against 3,4,1,2: Spearman's ρ = 0.4
+    assert "correlated ρ = 0.40 (the rank agreement measured in the journal, over 4)" \
+        in out.stdout
+    assert ("measured: at TIME_BUDGET=30, 2 of 4 promoted candidates with a verdict at "
+            "TIME_BUDGET=300 also won there; ρ = 0.40 over 4") in out.stdout

@@ -239,7 +239,7 @@ def fidelity_plan(st: Settings, spec: DecisionSpec, run_noise: float, opts: Leve
         result = fid_plan.simulate(scenario, spec, sessions=opts.sessions)
     except ValueError as exc:
         raise ConfigError(f"{exc} (check --rho, --level-costs)") from None
-    return fid_plan.render(result, costs_from, rho_from)
+    return [*fid_plan.render(result, costs_from, rho_from), *st.agreement]
 
 
 def _number(text: str, name: str) -> float:
@@ -262,6 +262,7 @@ class Settings:
     paces: Sequence[float | None] = ()  # seconds per run measured at each level
     rho: float | None = None  # the cheapest level's rank agreement measured in the journal
     rho_n: int = 0
+    agreement: Sequence[str] = ()  # the rank agreement measured in the journal, in words
 
 
 def _settings(root: Path, read_noise: bool) -> Settings:
@@ -275,13 +276,16 @@ def _settings(root: Path, read_noise: bool) -> Settings:
     j = open_journal(target, readonly=True) if journal_path(target).exists() else None
     paces: list[float | None] = [None] * (len(fid.levels) if fid else 0)
     rho: tuple[float | None, int] = (None, 0)
+    measured_lines: list[str] = []
     try:
         cal = j.calibration() if j is not None else None
         spend_lines = spend.estimate(target, j)
         if fid is not None and j is not None:
             paces = _paces(j, len(fid.levels))
-            first = agreement(fid, j.level_results(), j.experiments(patches=False)).pairs[0]
-            rho = (first.rho, first.rho_n)
+            agreed = agreement(fid, j.level_results(), j.experiments(patches=False))
+            rho = (agreed.pairs[0].rho, agreed.pairs[0].rho_n)
+            measured_lines = ([f"measured: {line}" for line in agreed.lines()]
+                              + [f"warning: {line}" for line in agreed.warnings()])
     finally:
         if j is not None:
             j.close()
@@ -291,7 +295,7 @@ def _settings(root: Path, read_noise: bool) -> Settings:
         if isinstance(pooled, int | float) and math.isfinite(pooled):
             measured = float(pooled) / math.sqrt(2)
     return Settings(target.decision, target.run.slots, measured, spend_lines, fid, paces,
-                    rho[0], rho[1])
+                    rho[0], rho[1], measured_lines)
 
 
 def _paces(j: Journal, n: int) -> list[float | None]:
