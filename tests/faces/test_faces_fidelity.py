@@ -6,6 +6,7 @@ The verdicts per level are written into the journal as the loop records them
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,10 @@ def test_status_shows_how_the_cheap_level_held(tmp_path: Path) -> None:
     assert f"{ids[2]} SIZE=8 (+2.6% → -0.8%)" in text
     assert "warning: TIME_BUDGET=30 misleads on SIZE: 1 of 3 promoted SIZE changes" in text
     assert "misleads on patch" not in text  # 1 of 2 held
+    js = subprocess.run([sys.executable, "-m", "assay", "status", "-C", str(root), "--json"],
+                        capture_output=True, text=True, timeout=120)
+    assert js.returncode == 0, js.stderr
+    assert json.loads(js.stdout)["fidelity"] == json.loads(json.dumps(st))
 
 
 def test_nothing_is_shown_without_fidelity(tmp_path: Path, browser: Any) -> None:
