@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from assay import api
-from assay.faces import report
+from assay.faces import mcp, report
 from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
 
 from .conftest import BONUS_PATCH, make_target, sh
@@ -97,6 +97,9 @@ def test_status_shows_how_the_cheap_level_held(tmp_path: Path) -> None:
                         capture_output=True, text=True, timeout=120)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout)["fidelity"] == json.loads(json.dumps(st))
+    # the MCP status tool: the same result, for an agent choosing what to try next
+    assert json.loads(json.dumps(mcp.status(api.load(root))["fidelity"])) == \
+        json.loads(json.dumps(st))
 
 
 def test_nothing_is_shown_without_fidelity(tmp_path: Path, browser: Any) -> None:
