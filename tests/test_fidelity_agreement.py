@@ -88,6 +88,11 @@ def test_a_win_needs_a_positive_effect_and_a_verdict(journal: Journal) -> None:
     assert "(2 more promoted, no verdict there yet)" in p.summary()
     assert "ρ needs 3 candidates with effects at both levels, 2 so far" in p.summary()
     assert agreement(SPEC, j.level_results(), []).warnings() == []
+    waiting = add(j, {"LR": 5})
+    decide(j, waiting, 0, 0.02, "promoted")
+    only = agreement(SPEC, [r for r in j.level_results() if r.experiment_id == waiting], [])
+    assert only.lines() == ["at TIME_BUDGET=30: 1 promoted to TIME_BUDGET=300, none with a "
+                            "verdict there yet"]
 
 
 def test_three_levels_give_two_pairs_and_an_empty_journal_says_so(journal: Journal) -> None:

@@ -87,6 +87,9 @@ class LevelPair:
         """``at TIME_BUDGET=30, 3 of 5 promoted candidates also won at TIME_BUDGET=300 …``"""
         if not self.promoted:
             return f"at {self.label}: no candidate promoted to {self.next_label} yet"
+        if not self.reached:
+            return (f"at {self.label}: {self.promoted} promoted to {self.next_label}, none "
+                    "with a verdict there yet")
         text = (f"at {self.label}, {self.held} of {self.reached} promoted candidates with a "
                 f"verdict at {self.next_label} also won there")
         waiting = self.promoted - self.reached
