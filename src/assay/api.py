@@ -28,6 +28,7 @@ from .assemble import open_journal as open_journal
 from .bench import contain, fingerprint, process
 from .config.fidelity import last_level
 from .config.spec import Target
+from .decision.agreement import agreement
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .executors.platforms import build_executor
@@ -307,6 +308,10 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
                 patches=False) if e.decision is not None],
             # [fidelity]: candidates still to measure at a level, and what it would cost
             "awaiting": awaiting(journal, target),
+            # with [fidelity]: how each level's verdicts held at the next
+            "fidelity": None if target.fidelity is None else agreement(
+                target.fidelity, journal.level_results(),
+                journal.experiments(patches=False)).as_dict(),
         }
     finally:
         journal.close()

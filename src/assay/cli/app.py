@@ -22,6 +22,7 @@ from ..faces.terminal import (
     pct,
     plural,
     print_blocks,
+    print_fidelity,
     print_log,
     print_open,
     print_platforms,
@@ -185,6 +186,7 @@ def status(root: Path = ROOT, config: str | None = CONFIG, as_json: bool = JSON)
         console.print(f"noise: {escape(str(cal.get('message', '')))}")
     for line in st.get("awaiting", []):  # [fidelity]: what the next levels would cost
         console.print(f"next: {escape(line)}", highlight=False)
+    print_fidelity(console, st.get("fidelity"))
     print_open(console, [(e["id"], e["decision"]["effect"], e["decision"]["lo"],
                           e["decision"]["hi"], e["decision"]["reason"], e["hypothesis"])
                          for e in st["open"]])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.spec import Target
+from ..decision.agreement import agreement
 from ..export import experiment_dict, shown_value
 from ..journal import lock as lock_mod
 from ..journal.store import JOURNAL_NAME, Journal
@@ -276,7 +277,7 @@ def status_data(target: Target, journal: Journal | None,
                     win_rates={"proposer": [], "source_kind": []},
                     cost=cost_of(0, Spent(), {}), version="none", last_event=None, branch="",
                     noise={"slots": [], "delta": target.decision.delta, "calibrated": {},
-                           "quarantined": [], "blocks": 0}, spend=None)
+                           "quarantined": [], "blocks": 0}, spend=None, fidelity=None)
         return base
     if exps is None:
         exps = journal.experiments(patches=False)
@@ -318,6 +319,8 @@ def status_data(target: Target, journal: Journal | None,
                          f"assay/{journal.run_name() or 'main'}"),
         noise=noise_data(target, journal),
         spend=spend.of_journal(journal, target),
+        fidelity=None if target.fidelity is None else agreement(
+            target.fidelity, journal.level_results(), exps).as_dict(),
     )
     return base
 

@@ -89,7 +89,7 @@ def status(target: Target) -> dict[str, Any]:
                                  "calibration", "cost", "branch", "lock")
             } | {"experiments": len(data["experiments"]),
                  "improvement": data.get("improvement"), "spend": data.get("spend"),
-                 "win_rates": data["win_rates"]}
+                 "win_rates": data["win_rates"], "fidelity": data.get("fidelity")}
 
 
 def log(target: Target, last: int = 20, state: str | None = None) -> list[dict[str, Any]]:

@@ -378,6 +378,17 @@ def print_spend(console: Console, sp: dict[str, Any]) -> None:
                       "`assay run --continue` goes on", highlight=False)
 
 
+def print_fidelity(console: Console, fid: Mapping[str, Any] | None) -> None:
+    """With ``[fidelity]``: how each level's verdicts held at the next
+    (:mod:`assay.decision.agreement`), and a warning per kind of change a level misleads on."""
+    if not fid:
+        return
+    for line in fid["lines"]:
+        console.print(f"fidelity: {escape(line)}", highlight=False)
+    for line in fid["warnings"]:
+        console.print(f"[bold yellow]warning:[/] {escape(line)}", highlight=False)
+
+
 def print_open(console: Console, rows: Sequence[tuple[str, float | None, float | None,
                                                     float | None, str, str]]) -> None:
     """Experiments measured and not decided (id, effect, interval, the latest look's reason,

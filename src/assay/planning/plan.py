@@ -7,27 +7,39 @@ on normal noise, and reports the false-keep rate (true effect 0), the keep rate 
 and 4δ, the mean runs per decision, the δ floor this noise and budget allow, and the
 smallest effect kept with the requested power (searched by simulation, starting from the
 normal approximation at the last look).
+
+With ``[fidelity]`` it also simulates the multi-fidelity session against deciding every
+candidate at the last level (:mod:`assay.planning.fidelity`): keeps, false keeps, missed
+wins and device-hours, at a correlation ρ between the cheapest level's effects and the
+last's (``--rho``, else the rank agreement measured in the journal, else 0.8).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scipy.special import ndtri
 
 from ..assemble import journal_path, load, open_journal
+from ..config.fidelity import FidelitySpec
 from ..config.spec import DecisionSpec
+from ..decision.agreement import agreement
 from ..decision.rule import DecisionContext
 from ..decision.stats import SequentialRule
 from ..decision.stats.bounds import efficacy_bounds
 from ..decision.stats.noise import resolvable
 from ..errors import ConfigError
+from ..journal.store import Journal
 from ..measure import spend
-from ..model import Direction, Verdict
+from ..model import BlockState, Direction, Verdict
+from . import fidelity as fid_plan
 from .simulate import Session
+
+DEFAULT_RHO = 0.8  # the cheap level's correlation when neither --rho nor the journal gives one
 
 
 @dataclass(frozen=True)
@@ -157,17 +169,31 @@ def _fraction(text: str, name: str) -> float:
                           f"--{name} 0.03") from None
 
 
+@dataclass(frozen=True)
+class Levels:
+    """``assay plan``'s options for a multi-fidelity session (used with ``[fidelity]``)."""
+
+    rho: str = ""  # the cheapest level's correlation with the last; "": measured, else 0.8
+    candidates: int = 20
+    sessions: int = 20
+    costs: str = ""  # seconds per run per level, "30,300"; "": measured pace or the values
+    spread: str = ""  # sd of the true effects; "": 2δ
+
+
 def for_repository(root: Path, noise: str = "", delta: str = "", pairs: int = 0,
-                   power: float = 0.9, trials: int = 200) -> list[str]:
-    """What ``assay plan`` prints for the repository at ``root``: the plan, then the spend
-    estimate. The settings are the config's (defaults without one), the noise the one
-    measured in its journal unless ``noise`` is given; ``delta`` and ``pairs`` replace the
-    config's. Raises :class:`ConfigError` on a bad value or when no noise is known."""
-    spec, slots, measured, spend_lines = _settings(root, read_noise=not noise)
+                   power: float = 0.9, trials: int = 200, levels: Levels | None = None
+                   ) -> list[str]:
+    """What ``assay plan`` prints for the repository at ``root``: the plan, the
+    multi-fidelity plan with ``[fidelity]``, then the spend estimate. The settings are the
+    config's (defaults without one), the noise the one measured in its journal unless
+    ``noise`` is given; ``delta`` and ``pairs`` replace the config's. Raises
+    :class:`ConfigError` on a bad value or when no noise is known."""
+    st = _settings(root, read_noise=not noise)
+    spec = st.spec
     if noise:
         run_noise = _fraction(noise, "noise")
-    elif measured is not None:
-        run_noise = measured
+    elif st.measured is not None:
+        run_noise = st.measured
     else:
         raise ConfigError("no noise measured in this journal yet: give --noise (e.g. "
                           "--noise 3%) or run `assay run` first")
@@ -179,22 +205,87 @@ def for_repository(root: Path, noise: str = "", delta: str = "", pairs: int = 0,
         raise ConfigError("--power must be between 0.5 and 1 (e.g. 0.9)")
     if trials < 10:
         raise ConfigError("--trials must be at least 10")
-    return [render(plan(run_noise, spec, trials=trials, power=power, slots=slots)),
-            *spend_lines]
+    out = [render(plan(run_noise, spec, trials=trials, power=power, slots=st.slots))]
+    if st.fidelity is not None:
+        out += fidelity_plan(st, spec, run_noise, levels or Levels())
+    return [*out, *st.spend_lines]
 
 
-def _settings(root: Path, read_noise: bool
-              ) -> tuple[DecisionSpec, int, float | None, list[str]]:
+def fidelity_plan(st: Settings, spec: DecisionSpec, run_noise: float, opts: Levels
+                  ) -> list[str]:
+    """The multi-fidelity plan's lines for the settings ``st`` (which hold a fidelity)."""
+    assert st.fidelity is not None
+    fid = st.fidelity
+    if opts.rho:
+        rho, rho_from = _number(opts.rho, "rho"), "given"
+    elif st.rho is not None:
+        rho, rho_from = st.rho, f"the rank agreement measured in the journal, over {st.rho_n}"
+    else:
+        rho, rho_from = DEFAULT_RHO, "assumed: give --rho, or measure it in a session"
+    if opts.costs:
+        costs = tuple(_number(c, "level-costs") for c in opts.costs.split(","))
+        costs_from = "given"
+    else:
+        try:
+            costs, costs_from = fid_plan.level_costs(fid, st.paces)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if opts.candidates < 1 or opts.sessions < 1:
+        raise ConfigError("--candidates and --sessions must be at least 1")
+    scenario = fid_plan.Scenario(
+        fid, costs, rho, tuple(run_noise for _ in fid.levels), candidates=opts.candidates,
+        spread=_fraction(opts.spread, "spread") if opts.spread else 0.0)
+    try:
+        result = fid_plan.simulate(scenario, spec, sessions=opts.sessions)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (check --rho, --level-costs)") from None
+    return [*fid_plan.render(result, costs_from, rho_from), *st.agreement]
+
+
+def _number(text: str, name: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ConfigError(f"--{name} {text!r} is not a number; give e.g. --rho 0.8 or "
+                          "--level-costs 30,300") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``assay plan`` reads from the config and its journal."""
+
+    spec: DecisionSpec = field(default_factory=DecisionSpec)
+    slots: int = 1
+    measured: float | None = None  # the run noise measured in the journal
+    spend_lines: Sequence[str] = ()
+    fidelity: FidelitySpec | None = None
+    paces: Sequence[float | None] = ()  # seconds per run measured at each level
+    rho: float | None = None  # the cheapest level's rank agreement measured in the journal
+    rho_n: int = 0
+    agreement: Sequence[str] = ()  # the rank agreement measured in the journal, in words
+
+
+def _settings(root: Path, read_noise: bool) -> Settings:
     """The decision settings and slots of the config at ``root`` (defaults without one), the
-    run noise measured in its journal (when ``read_noise``) and its spend estimate."""
-    spec = DecisionSpec()
+    run noise measured in its journal (when ``read_noise``), its spend estimate and, with
+    ``[fidelity]``, each level's measured pace and the cheapest level's rank agreement."""
     if not (root / "assay.toml").exists():
-        return spec, 1, None, []
+        return Settings()
     target = load(root)
+    fid = target.fidelity
     j = open_journal(target, readonly=True) if journal_path(target).exists() else None
+    paces: list[float | None] = [None] * (len(fid.levels) if fid else 0)
+    rho: tuple[float | None, int] = (None, 0)
+    measured_lines: list[str] = []
     try:
         cal = j.calibration() if j is not None else None
         spend_lines = spend.estimate(target, j)
+        if fid is not None and j is not None:
+            paces = _paces(j, len(fid.levels))
+            agreed = agreement(fid, j.level_results(), j.experiments(patches=False))
+            rho = (agreed.pairs[0].rho, agreed.pairs[0].rho_n)
+            measured_lines = ([f"measured: {line}" for line in agreed.lines()]
+                              + [f"warning: {line}" for line in agreed.warnings()])
     finally:
         if j is not None:
             j.close()
@@ -203,4 +294,15 @@ def _settings(root: Path, read_noise: bool
         pooled = cal.pooled if cal is not None else None
         if isinstance(pooled, int | float) and math.isfinite(pooled):
             measured = float(pooled) / math.sqrt(2)
-    return target.decision, target.run.slots, measured, spend_lines
+    return Settings(target.decision, target.run.slots, measured, spend_lines, fid, paces,
+                    rho[0], rho[1], measured_lines)
+
+
+def _paces(j: Journal, n: int) -> list[float | None]:
+    """Seconds per run at each level: the finished blocks' wall time over their runs."""
+    wall, runs = [0.0] * n, [0] * n
+    for b in j.blocks(states=[BlockState.DONE]):
+        if b.wall_s and b.wall_s > 0 and b.order and 0 <= b.level < n:
+            wall[b.level] += b.wall_s
+            runs[b.level] += len(b.order)
+    return [w / r if r else None for w, r in zip(wall, runs, strict=True)]

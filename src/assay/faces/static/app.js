@@ -383,6 +383,30 @@
         s.stop ? row("stop", "stopped by a rule", s.stop.kind) : null)),
       s.stop ? el("p", { cls: "note", "data-spend": "stop-reason", text: "The run stopped: " + s.stop.reason + ". `assay run --continue` goes on." }) : null);
   }
+  // With [fidelity] (assay.decision.agreement): how each level's verdicts held at the next,
+  // one row per pair of adjacent levels, the same words `assay status` prints under it.
+  function fidelity() {
+    var f = data.fidelity;
+    var rev = function (p) {
+      return p.reversed.length ? p.reversed.map(function (r) { return r.label + " (" + pct(r.effect) + " → " + pct(r.next_effect) + ")"; }).join("; ") : "none";
+    };
+    return el("section", null, el("h2", { text: "Fidelity levels: does a level's verdict hold at the next?" }),
+      el("table", { cls: "rates", id: "fidelity-table" },
+        el("thead", null, el("tr", null, ["level", "next level", "promoted", "with a verdict there", "also won there", "ρ (Spearman)", "reversed"].map(function (h, i) {
+          return el("th", { cls: i > 1 && i < 6 ? "num" : null, text: h });
+        }))),
+        el("tbody", null, f.pairs.map(function (p) {
+          return el("tr", { "data-level": p.level },
+            el("td", { text: p.label }), el("td", { text: p.next_label }),
+            el("td", { cls: "num", text: p.promoted }), el("td", { cls: "num", text: p.reached }),
+            el("td", { cls: "num", text: p.held }),
+            el("td", { cls: "num", text: p.rho === null ? "– (" + p.rho_n + ")" : p.rho.toFixed(2) + " over " + p.rho_n }),
+            el("td", { text: rev(p) }));
+        }))),
+      el("ul", { cls: "events", id: "fidelity-lines" }, f.lines.map(function (t) { return el("li", { text: t }); })),
+      f.warnings.length ? el("ul", { cls: "events", id: "fidelity-warnings" }, f.warnings.map(function (t) { return el("li", { cls: "warn", text: "warning: " + t }); })) : null,
+      el("p", { cls: "note", text: "Also won: the promoted candidate was promoted or kept at the next level with a positive effect there. Reversed: positive at the level, no win at the next. ρ: the rank correlation of the effects at both levels, over promoted candidates only (a screen that cuts the range lowers it; over fewer than 10 a rough sign). Candidates stopped at a level are never measured at the next." }));
+  }
   function events() {
     var evs = data.events || [];
     return el("section", null, el("h2", { text: "Recent events" }),
@@ -479,6 +503,7 @@
     drawNoise();
     replace("experiments-table", table());
     document.body.dataset.filtered = view.filter;
+    if (data.fidelity) replace("fidelity", fidelity());
     replace("rates", rates());
     replace("costs", costs());
     replace("spend", spend());
