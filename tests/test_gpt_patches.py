@@ -1,9 +1,15 @@
-"""examples/gpt/patches: each candidate patch applies with `git apply` to the committed
-train.py, touches nothing else, and the patched program runs the tiny preset on the CPU
-to a finite val_bpb with the printed contract (a GPU-only path saying that it is off)."""
+"""examples/gpt/patches: the queue of candidate changes to train.py. Each patch applies
+alone with `git apply` to the committed train.py (paths relative to examples/gpt, as the
+`queue` proposer applies them in a copy of it), touches train.py only and never the
+fidelity parameter TIME_BUDGET, and has a header the queue reads (a hypothesis, sources)
+saying what it changes, where it comes from and what to expect at 30 s and at 300 s.
+A patch that only sets knobs is the same file as assay's own assignment of those values;
+every other patch runs the tiny preset on the CPU to a finite val_bpb with the printed
+contract (a GPU-only path saying that it is off)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -15,6 +21,10 @@ from types import ModuleType
 
 import pytest
 
+from assay.bench.metrics import parse_summary_block
+from assay.proposers.queue import QueueProposer, read_patch_file
+from assay.repo.workspace import rewrite_assignment
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
@@ -22,15 +32,29 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gpt"
 PATCHES = EXAMPLE / "patches"
 CONTRACT = ("val_bpb", "mfu_percent", "total_tokens_M", "num_steps", "peak_vram_mb",
             "training_seconds", "total_seconds", "tokens_per_second", "recompiles")
-# the line each patched program prints about its change, on the CPU
+# the patches that change code, and the line each patched program prints about its change
+# on the CPU (tiny preset: 2 blocks of width 64, heads of 32, 128-token sequences)
 SAYS = {
-    "unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
-    "fp8_head": r"^fp8 head: off \(no float8 matmul on the cpu\); the output layer runs in "
-                r"fp32 as without the patch$",
-    "batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first 10% "
-                    r"of the budget$",
-    "smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
+    "02_batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first "
+                       r"10% of the budget$",
+    "03_smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
+    "04_attn_gate": r"^attention gate: on \(32 channels gate each of 2 heads\)$",
+    "05_unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
+    "06_seq_len_warmup": r"^sequence warm-up: 32, then 64 tokens a sequence for the first 20% "
+                         r"of the budget, the same tokens a step$",
+    "07_polar_express": r"^muon: polar express, 5 iterations$",
+    "12_fp8_head": r"^fp8 head: off \(no float8 matmul on the cpu\); the output layer runs in "
+                   r"fp32 as without the patch$",
 }
+# the patches that only set knobs, and the values they set
+KNOBS: dict[str, dict[str, int | float]] = {
+    "01_matrix_lr_006": {"MATRIX_LR": 0.06},
+    "08_model_dim_768": {"MODEL_DIM": 768},
+    "09_depth_10": {"DEPTH": 10},
+    "10_warmdown_07": {"WARMDOWN_FRAC": 0.7},
+    "11_embed_lr_09": {"EMBED_LR": 0.9},
+}
+FIDELITY = "TIME_BUDGET"
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
@@ -46,10 +70,24 @@ def _patched(name: str, into: Path) -> Path:
     """A copy of examples/gpt's two scripts with the patch applied by `git apply`."""
     for f in ("prepare.py", "train.py"):
         shutil.copy(EXAMPLE / f, into / f)
-    proc = subprocess.run(["git", "apply", "-p3", str(PATCHES / f"{name}.patch")], cwd=into,
+    proc = subprocess.run(["git", "apply", str(PATCHES / f"{name}.patch")], cwd=into,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return into
+
+
+def _tiny_run(work: Path, cache: Path, **extra: str) -> dict[str, str]:
+    """The summary of the tiny preset's run of ``work``'s train.py (its output on failure)."""
+    proc = subprocess.run([sys.executable, "train.py"], cwd=work,
+                          env=_env(cache, GPT_TIME_BUDGET="2", **extra), capture_output=True,
+                          text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    readings = parse_summary_block(proc.stdout)
+    for key in CONTRACT:
+        assert key in readings, f"{key} missing from the summary"
+    out = {key: r[0].raw for key, r in readings.items()}
+    out["_stdout"] = proc.stdout
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -61,57 +99,64 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
-def test_every_patch_is_listed_and_touches_train_py_only() -> None:
-    assert {p.stem for p in PATCHES.glob("*.patch")} == set(SAYS)
-    for name in SAYS:
-        text = (PATCHES / f"{name}.patch").read_text()
-        assert text.startswith("# "), f"{name}.patch has no header comment"
-        header = text.split("\n--- ", 1)[0]
-        assert "From:" in header and "Expect:" in header
-        targets = re.findall(r"^\+\+\+ (\S+)", text, re.MULTILINE)
-        assert targets == ["b/examples/gpt/train.py"], targets
-        check = subprocess.run(["git", "apply", "--check", str(PATCHES / f"{name}.patch")],
-                               cwd=EXAMPLE.parents[1], capture_output=True, text=True,
-                               check=False)
-        assert check.returncode == 0, check.stderr
+def test_every_patch_is_listed_applies_alone_and_touches_train_py_only() -> None:
+    files = QueueProposer.collect(PATCHES)
+    assert [p.stem for p in files] == sorted(SAYS | KNOBS)  # the queue's order: by name
+    for path in files:
+        text = path.read_text()
+        assert text.startswith("# hypothesis: "), f"{path.name} has no hypothesis line"
+        hypothesis, diff, sources = read_patch_file(path)
+        assert hypothesis != path.stem and sources, path.name
+        header = text.split("\ndiff --git ", 1)[0]
+        assert "From:" in header and "Expect:" in header, path.name
+        assert "30 s" in header and "300 s" in header, path.name
+        targets = re.findall(r"^\+\+\+ (\S+)", diff, re.MULTILINE)
+        assert targets == ["b/train.py"], targets
+        changed = re.findall(r"^[-+](\w+) =", diff, re.MULTILINE)
+        assert FIDELITY not in changed, f"{path.name} sets the fidelity parameter"
+        # from the repository root, as the README says, and in a copy of examples/gpt
+        check = subprocess.run(["git", "apply", "--check", "--directory=examples/gpt",
+                                str(path)], cwd=EXAMPLE.parents[1], capture_output=True,
+                               text=True, check=False)
+        assert check.returncode == 0, f"{path.name}: {check.stderr}"
 
 
-@pytest.mark.parametrize("name", sorted(SAYS))
+@pytest.mark.parametrize("name", sorted(KNOBS))
+def test_a_knob_patch_is_assays_own_assignment(name: str, tmp_path: Path) -> None:
+    # the patch and `apply = "assign"` of the same values give the same file, so the knob
+    # candidates run as the parameter sessions' candidates did
+    patched = (_patched(name, tmp_path) / "train.py").read_text()
+    expected = (EXAMPLE / "train.py").read_text()
+    for knob, value in KNOBS[name].items():
+        assert rewrite_assignment(expected, knob, value, "train.py") != expected
+        expected = rewrite_assignment(expected, knob, value, "train.py")
+    assert patched == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [*sorted(SAYS), "01_matrix_lr_006"])
 def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
                                              tmp_path: Path) -> None:
     work = _patched(name, tmp_path)
     assert (work / "train.py").read_text() != (EXAMPLE / "train.py").read_text()
     assert (work / "prepare.py").read_bytes() == (EXAMPLE / "prepare.py").read_bytes()
-    proc = subprocess.run([sys.executable, "train.py"], cwd=work,
-                          env=_env(tiny_cache, GPT_TIME_BUDGET="2"), capture_output=True,
-                          text=True, timeout=240, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert re.search(SAYS[name], out, re.MULTILINE), out[:2000]
-    from assay.bench.metrics import parse_summary_block
-
-    readings = parse_summary_block(out)
-    for key in CONTRACT:
-        assert key in readings, f"{key} missing from the summary"
-    bpb = float(readings["val_bpb"][0].raw)
+    vals = _tiny_run(work, tiny_cache)
+    if name in SAYS:
+        assert re.search(SAYS[name], vals["_stdout"], re.MULTILINE), vals["_stdout"][:2000]
+    bpb = float(vals["val_bpb"])
     assert math.isfinite(bpb) and 0.5 < bpb < 12
-    assert float(readings["training_seconds"][0].raw) >= 2.0
-    assert float(readings["tokens_per_second"][0].raw) > 0
-    assert readings["recompiles"][0].raw == "0"
+    assert float(vals["training_seconds"]) >= 2.0
+    assert float(vals["tokens_per_second"]) > 0
+    assert vals["recompiles"] == "0"
 
 
 def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Path) -> None:
     # the half-size steps are counted as half: tokens/s counts the tokens read
-    work = _patched("batch_warmup", tmp_path)
+    work = _patched("02_batch_warmup", tmp_path)
     train = work / "train.py"
     train.write_text(train.read_text().replace("BATCH_WARMUP_FRAC = 0.1 ",
                                                "BATCH_WARMUP_FRAC = 0.5 "))
-    proc = subprocess.run([sys.executable, "train.py"], cwd=work,
-                          env=_env(tiny_cache, GPT_TIME_BUDGET="2"), capture_output=True,
-                          text=True, timeout=240, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    vals = dict(line.split(": ", 1) for line in proc.stdout.rsplit("\n---\n", 1)[1]
-                .splitlines() if ": " in line)
+    vals = _tiny_run(work, tiny_cache)
     steps = int(vals["num_steps"])
     seen = round(float(vals["total_tokens_M"]) * 1e6)  # every batch read, the untimed too
     assert seen < 2048 * steps  # some steps were half-size (1024 tokens), step 0 at least
@@ -121,15 +166,65 @@ def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Pa
     assert timed == pytest.approx(seen - 1024, rel=1e-3)
 
 
+def test_seq_len_warmup_cuts_rows_and_keeps_the_tokens(tiny_cache: Path,
+                                                       tmp_path: Path) -> None:
+    work = _patched("06_seq_len_warmup", tmp_path)
+    train = _load(work / "train.py")
+    assert [train.seq_split(p) for p in (0.0, 0.09, 0.1, 0.19, 0.2, 0.9)] == [4, 4, 2, 2, 1, 1]
+    # the whole run on short sequences: the same tokens a step, and a different model
+    # than the one trained on whole rows (the attention saw less)
+    path = work / "train.py"
+    path.write_text(path.read_text().replace("SEQ_WARMUP_FRAC = 0.2 ", "SEQ_WARMUP_FRAC = 2.0 "))
+    short = _tiny_run(work, tiny_cache)
+    steps = int(short["num_steps"])
+    assert round(float(short["total_tokens_M"]) * 1e6) == 2048 * steps
+    timed = float(short["tokens_per_second"]) * float(short["training_seconds"])
+    assert timed == pytest.approx(2048 * (steps - 1), rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["03_smear_gate", "04_attn_gate", "05_unet_skips"])
+def test_a_gated_patch_starts_as_the_unpatched_model(name: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # their new weights start at zero: at step 0 the patched model computes what the
+    # committed one does, so a candidate can only drift from the incumbent by training
+    monkeypatch.setenv("GPT_PRESET", "tiny")
+    base, patched = _load(EXAMPLE / "train.py"), _load(_patched(name, tmp_path) / "train.py")
+    torch.manual_seed(0)
+    ref = base.GPT(96, 64, 4, 32, 16)
+    ref.init_weights()
+    with torch.no_grad():  # off the initialisation's zeros: a model that has trained a while
+        for p in ref.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    new = patched.GPT(96, 64, 4, 32, 16)
+    new.init_weights()
+    missing, unexpected = new.load_state_dict(ref.state_dict(), strict=False)
+    assert missing and not unexpected  # the patch's own weights, kept at their start
+    idx = torch.randint(0, 96, (3, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.allclose(new(idx), ref(idx), atol=1e-6)
+        # and they are used: moved off zero, the output changes
+        for key in missing:
+            new.get_parameter(key).add_(0.5)
+        assert not torch.allclose(new(idx), ref(idx), atol=1e-3)
+
+
+def test_polar_express_is_closer_to_orthogonal(tmp_path: Path) -> None:
+    base, patched = _load(EXAMPLE / "train.py"), _load(_patched("07_polar_express", tmp_path)
+                                                       / "train.py")
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(256, 256), (512, 128), (2, 96, 256)]:
+        u, _, v = torch.linalg.svd(torch.randn(*shape, generator=gen), full_matrices=False)
+        s = torch.logspace(-3, 0, u.size(-1))  # singular values from 1e-3 to 1
+        g = u @ torch.diag_embed(s.expand(*u.shape[:-2], -1)) @ v
+        old = torch.linalg.svdvals(base.zeropower(g).float())
+        new = torch.linalg.svdvals(patched.zeropower(g).float())
+        assert new.max() < 1.3 and new.min() > 0
+        assert (new - 1).abs().median() < 0.5 * (old - 1).abs().median(), (shape, old, new)
+
+
 def test_fp8_linear_matches_the_plain_product(tmp_path: Path) -> None:
     # torch._scaled_mm runs on this CPU, so the GPU path's arithmetic is checked here
-    work = _patched("fp8_head", tmp_path)
-    sys.path.insert(0, str(work))
-    try:
-        spec_train = _load(work / "train.py")
-    finally:
-        sys.path.remove(str(work))
-        sys.modules.pop("prepare", None)
+    spec_train = _load(_patched("12_fp8_head", tmp_path) / "train.py")
     try:
         probe = torch._scaled_mm(torch.zeros(16, 16, dtype=torch.float8_e4m3fn),
                                  torch.zeros(16, 16, dtype=torch.float8_e4m3fn).t(),
@@ -155,10 +250,14 @@ def test_fp8_linear_matches_the_plain_product(tmp_path: Path) -> None:
 
 
 def _load(path: Path) -> ModuleType:
-    import importlib.util
-
+    """``path`` (a train.py) as a module of its own, its folder's prepare.py imported."""
     spec = importlib.util.spec_from_file_location("patched_train", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+        sys.modules.pop("prepare", None)
     return module

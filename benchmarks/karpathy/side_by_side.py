@@ -7,6 +7,20 @@ then a table of both:
     python benchmarks/karpathy/side_by_side.py run karpathy --train PATH/train.py --out k.json
     python benchmarks/karpathy/side_by_side.py table gpt.json k.json
 
+or two runs each (or `--runs N`), interleaved (examples/gpt, karpathy, examples/gpt,
+karpathy), over as many calls as it takes: each call runs the next runs that fit in its
+`--seconds` and leaves their records in DIR; the call that completes them prints the table
+of the means:
+
+    python benchmarks/karpathy/side_by_side.py rounds DIR --karpathy PATH/train.py \
+        [--gpt-train PATH/train.py] [--runs 2] [--seconds 540]
+    python benchmarks/karpathy/side_by_side.py table DIR/*.json
+
+`run gpt --train PATH` (and `rounds --gpt-train PATH`) runs that file as examples/gpt's
+`train.py`, beside examples/gpt's `prepare.py`: a session's final best, say (`git show
+assay/RUN:train.py` in the session's repository). examples/gpt always runs with
+`TIME_BUDGET` 300: a file that holds another value has it rewritten, and the record says so.
+
 karpathy's `train.py` is not part of this repository: fetch it (karpathy/autoresearch)
 and pass its path. It runs unchanged beside the two stand-ins in this folder (`kernels`:
 attention by PyTorch SDPA with the cuDNN backend, full causal on every layer;
@@ -21,7 +35,8 @@ MFU is counted the same way for both, over the dense bf16 peak of the GPU
 (`assay.hardware`): PaLM count 6N + 12·L·T·d and causal count 6N + 6·L·T·d, N the weights
 that multiply activations (12·L·d² + d·V for karpathy's model). karpathy's tokens/s leaves
 out its first 10 steps, as its own MFU does. `table` ends with the line
-`side-by-side 300s: examples/gpt val_bpb X mfu_palm P; karpathy val_bpb Y mfu_palm Q` and
+`side-by-side 300s: examples/gpt val_bpb X mfu_palm P; karpathy val_bpb Y mfu_palm Q` (the
+means over each program's records), a line naming the runs in the order they started, and
 a summary line: PASS when examples/gpt has the lower val_bpb and an MFU (PaLM) at least
 karpathy's.
 """
@@ -31,6 +46,7 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -48,6 +64,8 @@ GPT = ROOT / "examples" / "gpt"
 SUMMARY = re.compile(r"^(\w+):\s+(\S+)\s*$")
 KNOB = re.compile(r"^(\w+)=(.+)$")
 WARMUP_STEPS = 10  # karpathy's program leaves its first 10 steps out of the budget
+BUDGET_S = 300.0  # examples/gpt's TIME_BUDGET in every run here
+RUN_S = 480.0  # a 300 s run's wall time until one is recorded (prepare, cold compile, eval)
 
 
 def summary(text: str) -> dict[str, str]:
@@ -69,6 +87,21 @@ def rewrite(source: str, knobs: dict[str, str]) -> str:
             raise SystemExit(f"examples/gpt/train.py has no assignment {name} = ...")
         source = pattern.sub(f"{name} = {value}", source, count=1)
     return source
+
+
+def at_budget(source: str) -> tuple[str, str | None]:
+    """``source`` (an examples/gpt train.py) with TIME_BUDGET at BUDGET_S, and the value it
+    held when that had to be rewritten (None when it already was)."""
+    m = re.search(r"^TIME_BUDGET\s*=\s*([^#\n]+)", source, re.MULTILINE)
+    if m is None:
+        raise SystemExit("the train.py to run has no line `TIME_BUDGET = ...`")
+    try:
+        held = float(m.group(1).strip())
+    except ValueError:
+        held = float("nan")
+    if held == BUDGET_S:
+        return source, None
+    return rewrite(source, {"TIME_BUDGET": repr(BUDGET_S)}), m.group(1).strip()
 
 
 def peak_flops() -> float:
@@ -106,6 +139,10 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
     if program == "karpathy" and (train is None or not train.is_file()):
         raise SystemExit("run karpathy needs --train PATH: karpathy/autoresearch's "
                          "train.py, fetched for the run")
+    if program == "gpt" and train is not None and not train.is_file():
+        raise SystemExit(f"run gpt --train {train}: no such file (an examples/gpt train.py)")
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rewritten: str | None = None
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"),
                                                          os.environ.get("PYTHONPATH")])))
@@ -130,7 +167,8 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
     if program == "gpt":
         for f in GPT.glob("*.py"):
             shutil.copy(f, run_dir / f.name)
-        src = rewrite((GPT / "train.py").read_text(), knobs)
+        src = rewrite((train or GPT / "train.py").read_text(), knobs)
+        src, rewritten = at_budget(src)
         (run_dir / "train.py").write_text(src)
     else:
         assert train is not None
@@ -150,7 +188,10 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
             "total_seconds": float(s["total_seconds"]),
             "peak_vram_mb": float(s["peak_vram_mb"]), "wall_s": round(wall, 1),
             "prepare_s": round(prepare_s, 1), "fingerprint": fingerprint.strip().splitlines(),
-            "cache": "empty" if cache is None else f"copied from {cache}"}
+            "cache": "empty" if cache is None else f"copied from {cache}",
+            "started": started, "train": str(train) if train else "committed"}
+        if rewritten is not None:
+            rec["time_budget_was"] = rewritten
         rec["startup_s"] = rec["total_seconds"] - rec["training_seconds"]
         peak = peak_flops()
         if program == "gpt":
@@ -185,28 +226,95 @@ def run(program: str, train: Path | None, knobs: dict[str, str], out: Path,
     return rec
 
 
-def table(gpt: dict[str, Any], kar: dict[str, Any]) -> bool:
+def mean(records: list[dict[str, Any]], key: str) -> float:
+    return sum(float(r[key]) for r in records) / len(records)
+
+
+def table(gpts: list[dict[str, Any]], kars: list[dict[str, Any]]) -> bool:
+    """Both programs side by side, each figure the mean over its records."""
+    if not gpts or not kars:
+        raise SystemExit(f"table needs records of both programs: {len(gpts)} of "
+                         f"examples/gpt, {len(kars)} of karpathy")
     rows = [("val_bpb", "val_bpb", "{:.6f}"), ("tokens/s (steady)", "tokens_per_second",
              "{:,.0f}"), ("MFU, PaLM count", "mfu_palm", "{:.2f} %"),
-            ("MFU, causal count", "mfu_causal", "{:.2f} %"), ("optimizer steps", "steps", "{}"),
+            ("MFU, causal count", "mfu_causal", "{:.2f} %"), ("optimizer steps", "steps", "{:.0f}"),
             ("tokens seen", "tokens_M", "{:.1f}M"),
             ("startup (total - training)", "startup_s", "{:.1f} s"),
             ("peak GPU memory", "peak_vram_mb", "{:,.0f} MiB")]
-    print("| | karpathy `train.py` (SDPA/cuDNN, full causal) | examples/gpt |")
+    runs = f" (mean of {len(kars)} and {len(gpts)} runs)" if len(gpts) + len(kars) > 2 else ""
+    print(f"| {runs.strip()} | karpathy `train.py` (SDPA/cuDNN, full causal) | examples/gpt |")
     print("|---|---|---|")
     for label, key, fmt in rows:
-        print(f"| {label} | {fmt.format(kar[key])} | {fmt.format(gpt[key])} |")
-    for name, rec in (("karpathy", kar), ("examples/gpt", gpt)):
-        print(f"{name}'s compile cache at its start: {rec.get('cache', 'empty')}")
+        print(f"| {label} | {fmt.format(mean(kars, key))} | {fmt.format(mean(gpts, key))} |")
+    for name, recs in (("karpathy", kars), ("examples/gpt", gpts)):
+        caches = sorted({r.get("cache", "empty") for r in recs})
+        print(f"{name}'s compile cache at its start: {', '.join(caches)}")
+        if len(recs) > 1:
+            print(f"{name}'s val_bpb by run: "
+                  + ", ".join(f"{r['val_bpb']:.6f}" for r in recs))
+    order = sorted([(r.get("started", ""), "g") for r in gpts]
+                   + [(r.get("started", ""), "k") for r in kars])
     print()
-    print(f"side-by-side 300s: examples/gpt val_bpb {gpt['val_bpb']:.6f} mfu_palm "
-          f"{gpt['mfu_palm']:.2f}; karpathy val_bpb {kar['val_bpb']:.6f} mfu_palm "
-          f"{kar['mfu_palm']:.2f}")
-    ok = bool(gpt["val_bpb"] < kar["val_bpb"] and gpt["mfu_palm"] >= kar["mfu_palm"])
-    print(f"examples/gpt lower val_bpb: {gpt['val_bpb'] < kar['val_bpb']}; MFU (PaLM) at "
-          f"least karpathy's: {gpt['mfu_palm'] >= kar['mfu_palm']}: "
-          f"{'PASS' if ok else 'FAIL'}")
+    g_bpb, k_bpb = mean(gpts, "val_bpb"), mean(kars, "val_bpb")
+    g_mfu, k_mfu = mean(gpts, "mfu_palm"), mean(kars, "mfu_palm")
+    print(f"side-by-side 300s: examples/gpt val_bpb {g_bpb:.6f} mfu_palm {g_mfu:.2f}; "
+          f"karpathy val_bpb {k_bpb:.6f} mfu_palm {k_mfu:.2f}")
+    print(f"runs: examples/gpt {len(gpts)}, karpathy {len(kars)}, in the order they started: "
+          f"{' '.join(p for _, p in order)} (g examples/gpt, k karpathy); interleaved: "
+          f"{interleaved([p for _, p in order])}")
+    ok = bool(g_bpb < k_bpb and g_mfu >= k_mfu)
+    print(f"examples/gpt lower val_bpb: {g_bpb < k_bpb}; MFU (PaLM) at least karpathy's: "
+          f"{g_mfu >= k_mfu}: {'PASS' if ok else 'FAIL'}")
     return ok
+
+
+def interleaved(order: list[str]) -> bool:
+    """Whether no program ran twice in a row (g k g k, or k g k g)."""
+    return all(a != b for a, b in itertools.pairwise(order))
+
+
+def round_plan(done: list[str], runs: int) -> list[str]:
+    """The runs still to do, in order: ``g1 k1 g2 k2 ...`` (g examples/gpt, k karpathy)
+    less the ``done`` ones (the file stems of the records in the folder)."""
+    plan = [f"{p}{i}" for i in range(1, runs + 1) for p in ("g", "k")]
+    return [name for name in plan if name not in done]
+
+
+def rounds(folder: Path, karpathy: Path, gpt_train: Path | None, runs: int, seconds: float,
+           knobs: dict[str, str], run_s: float = RUN_S) -> int:
+    """The next runs of the interleaved plan that fit in ``seconds``; the table once all
+    are recorded. Exit 0 when all are (and the table says PASS), 3 when runs remain."""
+    start = time.monotonic()
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        todo = round_plan(sorted(p.stem for p in folder.glob("*.json")), runs)
+        if not todo:
+            break
+        left = seconds - (time.monotonic() - start)
+        if left < run_s:
+            print(f"rounds: {len(todo)} run(s) left ({' '.join(todo)}); {left:.0f} s of this "
+                  f"call left, under the {run_s:.0f} s a run takes: call again")
+            return 3
+        name = todo[0]
+        t0 = time.monotonic()
+        if name.startswith("g"):
+            run("gpt", gpt_train, knobs, folder / f"{name}.json")
+        else:
+            run("karpathy", karpathy, {}, folder / f"{name}.json")
+        run_s = max(run_s, time.monotonic() - t0)
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    return 0 if table([r for r in records if r["program"] == "gpt"],
+                      [r for r in records if r["program"] == "karpathy"]) else 1
+
+
+def parse_knobs(items: list[str]) -> dict[str, str]:
+    knobs: dict[str, str] = {}
+    for item in items:
+        m = KNOB.match(item)
+        if m is None:
+            raise SystemExit(f"--set {item!r}: expected NAME=VALUE")
+        knobs[m.group(1)] = m.group(2)
+    return knobs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,26 +322,38 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one program, 300 s, empty compile cache unless --cache")
     r.add_argument("program", choices=["gpt", "karpathy"])
-    r.add_argument("--train", type=Path, help="karpathy's train.py (run karpathy)")
+    r.add_argument("--train", type=Path,
+                   help="karpathy's train.py (run karpathy), or a train.py to run as "
+                        "examples/gpt's (run gpt; default: the committed one)")
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a knob of examples/gpt's train.py (run gpt)")
     r.add_argument("--out", type=Path, required=True, help="the record, JSON")
     r.add_argument("--cache", type=Path, help="a compile cache to start from (a copy of it)")
-    t = sub.add_parser("table", help="both records side by side")
-    t.add_argument("gpt", type=Path)
-    t.add_argument("karpathy", type=Path)
+    o = sub.add_parser("rounds", help="runs of both programs, interleaved, over calls")
+    o.add_argument("folder", type=Path, help="the records (g1.json, k1.json, g2.json, ...)")
+    o.add_argument("--karpathy", type=Path, required=True, help="karpathy's train.py")
+    o.add_argument("--gpt-train", type=Path, help="a train.py to run as examples/gpt's")
+    o.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a knob of examples/gpt's train.py")
+    o.add_argument("--runs", type=int, default=2, help="runs of each program (default 2)")
+    o.add_argument("--seconds", type=float, default=540.0,
+                   help="this call's time: no run starts that would not end in it")
+    t = sub.add_parser("table", help="both programs side by side, the means of their records")
+    t.add_argument("records", type=Path, nargs="+", help="records of both programs")
     a = ap.parse_args(argv)
     if a.cmd == "run":
-        knobs: dict[str, str] = {}
-        for item in a.set:
-            m = KNOB.match(item)
-            if m is None:
-                raise SystemExit(f"--set {item!r}: expected NAME=VALUE")
-            knobs[m.group(1)] = m.group(2)
-        run(a.program, a.train, knobs, a.out, a.cache)
+        run(a.program, a.train, parse_knobs(a.set), a.out, a.cache)
         return 0
-    records = [json.loads(p.read_text()) for p in (a.gpt, a.karpathy)]
-    return 0 if table(records[0], records[1]) else 1
+    if a.cmd == "rounds":
+        if not a.karpathy.is_file():
+            raise SystemExit(f"--karpathy {a.karpathy}: no such file")
+        if a.runs < 1:
+            raise SystemExit(f"--runs {a.runs}: at least 1")
+        return rounds(a.folder, a.karpathy, a.gpt_train, a.runs, a.seconds,
+                      parse_knobs(a.set))
+    records = [json.loads(p.read_text()) for p in a.records]
+    return 0 if table([r for r in records if r["program"] == "gpt"],
+                      [r for r in records if r["program"] == "karpathy"]) else 1
 
 
 if __name__ == "__main__":

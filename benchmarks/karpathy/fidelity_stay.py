@@ -1,0 +1,219 @@
+"""One stay of the multi-fidelity session on a GPU machine that keeps nothing between stays.
+
+    python benchmarks/karpathy/fidelity_stay.py [--out DIR] [--state FILE] [--seconds 540]
+        [--work DIR] [--config TOML] [--budget N] [--verify]
+
+Run from the repository root, with no network. In order, each step logged to
+`OUT/stay.log` with its time (OUT is `--out`, or `$OUT`):
+
+1. The session's repository in `--work` (default: a folder under the system's temporary
+   folder): a fresh git repository holding examples/gpt (its `patches/` folder included)
+   with `--config` (default `fidelity_session.toml`) as its `assay.toml`, committed with a
+   fixed author, committer and date, so that every machine builds the same base commit.
+   A repository left there by an earlier stay on the same machine is used as it is.
+2. `python prepare.py` there: the corpus and tokenizer (about a minute on an H200 machine).
+3. With `--state FILE` and a fresh repository: `assay import --state FILE`, the session as
+   the last stay left it.
+4. `assay run --max-hours H -v`, H the time left of `--seconds` (counted from this
+   script's start) less what the steps after it need; `--verify`: `assay verify` instead
+   (the final best against the base, paired). Past the limit it is interrupted (Ctrl-C:
+   assay stops cleanly and measures the cut block again on resume).
+5. Into OUT: `status.txt` (`assay status`), `log.txt` (`assay log`), `journal.jsonl`
+   (`assay export jsonl`), `journal.sqlite` (a consistent copy of the journal),
+   `session.log` (what the run printed), `state` (`assay export --state`: what the next
+   stay imports) and `stay.json` (the base commit, each step's exit code and seconds).
+
+Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+GPT = ROOT / "examples" / "gpt"
+# the steps after the run: status, log, exports (seconds, generous: the journal is small)
+AFTER_RUN_S = 45.0
+# a run given less than this is not started
+MIN_RUN_S = 60.0
+# after Ctrl-C, how long assay gets to stop before it is killed
+STOP_GRACE_S = 20.0
+# every machine commits the base with the same identity and date: the same commit hash
+FIXED_IDENTITY = {"GIT_AUTHOR_NAME": "assay", "GIT_AUTHOR_EMAIL": "assay@localhost",
+                  "GIT_COMMITTER_NAME": "assay", "GIT_COMMITTER_EMAIL": "assay@localhost",
+                  "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+                  "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+
+
+def base_repo(repo: Path, config: Path) -> str:
+    """examples/gpt and its patches with ``config`` as assay.toml, committed in ``repo``
+    (which must not exist); the commit's hash, the same on every machine."""
+    repo.mkdir(parents=True)
+    for f in sorted(GPT.iterdir()):
+        if f.is_file() and f.name != "assay.toml":
+            shutil.copy(f, repo / f.name)
+    shutil.copytree(GPT / "patches", repo / "patches")
+    shutil.copy(config, repo / "assay.toml")
+    env = dict(os.environ, **FIXED_IDENTITY)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["commit", "-qm", "examples/gpt: the multi-fidelity session's base"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    return head(repo)
+
+
+def head(repo: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def run_hours(started: float, seconds: float, now: float) -> float:
+    """The `--max-hours` that leaves the steps after the run their time (0: no run)."""
+    left = seconds - (now - started) - AFTER_RUN_S
+    return round(left / 3600, 4) if left >= MIN_RUN_S else 0.0
+
+
+class Stay:
+    """The steps of one stay, each logged and recorded."""
+
+    def __init__(self, out: Path, env: dict[str, str]) -> None:
+        self.out, self.env = out, env
+        self.record: dict[str, Any] = {"steps": []}
+        self.log = open(out / "stay.log", "a", encoding="utf-8")  # noqa: SIM115
+
+    def note(self, text: str) -> None:
+        self.log.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        self.log.flush()
+        print(text, flush=True)
+
+    def step(self, name: str, cmd: list[str], cwd: Path, to: Path | None = None,
+             limit: float | None = None) -> int:
+        """Run ``cmd``, its output to ``to`` (or `OUT/NAME.log`); past ``limit`` seconds it
+        gets Ctrl-C, then is killed after STOP_GRACE_S."""
+        start = time.monotonic()
+        self.note(f"{name}: {' '.join(cmd)}")
+        with open(to or self.out / f"{name}.log", "w", encoding="utf-8") as fh:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=fh,
+                                    stderr=subprocess.STDOUT)
+            interrupted = False
+            try:
+                code = proc.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                self.note(f"{name}: past its {limit:.0f} s, interrupted")
+                interrupted = True
+                proc.send_signal(signal.SIGINT)
+                try:
+                    code = proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+        seconds = round(time.monotonic() - start, 1)
+        self.note(f"{name}: exit {code} after {seconds} s")
+        # assay's clean stop on Ctrl-C (130) is how a step past its limit should end
+        ok = code == 0 or (interrupted and code == 130)
+        self.record["steps"].append({"step": name, "exit": code, "seconds": seconds,
+                                     "interrupted": interrupted, "ok": ok})
+        return 0 if ok else code
+
+    def finish(self) -> int:
+        failed = [s["step"] for s in self.record["steps"] if not s["ok"]]
+        self.record["failed"] = failed
+        (self.out / "stay.json").write_text(json.dumps(self.record, indent=1))
+        self.note("stay done" + (f"; failed: {', '.join(failed)}" if failed else ""))
+        self.log.close()
+        return 1 if failed else 0
+
+
+def copy_journal(repo: Path, to: Path) -> bool:
+    """A consistent copy of the session's journal (SQLite's backup, WAL included)."""
+    src = repo / ".assay" / "journal.sqlite"
+    if not src.exists():
+        return False
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as a, sqlite3.connect(to) as b:
+        a.backup(b)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=os.environ.get("OUT"),
+                    help="where the stay's results go (default: $OUT)")
+    ap.add_argument("--state", type=Path, help="the state the last stay exported")
+    ap.add_argument("--seconds", type=float, default=540.0,
+                    help="the whole stay, from this script's start (default 540)")
+    ap.add_argument("--work", type=Path,
+                    default=Path(tempfile.gettempdir()) / "assay-fidelity-session",
+                    help="the session's repository")
+    ap.add_argument("--config", type=Path, default=HERE / "fidelity_session.toml")
+    ap.add_argument("--budget", type=int, help="experiments (default: the config's)")
+    ap.add_argument("--verify", action="store_true",
+                    help="run `assay verify` (the final best against the base) instead")
+    a = ap.parse_args(argv)
+    if a.out is None:
+        raise SystemExit("no --out and no $OUT: name a folder for the stay's results")
+    if a.state is not None and not a.state.is_file():
+        raise SystemExit(f"--state {a.state}: no such file (the `state` an earlier stay "
+                         "wrote into its OUT)")
+    if not a.config.is_file():
+        raise SystemExit(f"--config {a.config}: no such file")
+    out, repo = a.out.resolve(), a.work.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # `python` in the session's commands is this interpreter, whatever PATH had first
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                         os.environ.get("PYTHONPATH")])),
+               PATH=os.pathsep.join(filter(None, [str(Path(sys.executable).parent),
+                                                  os.environ.get("PATH")])))
+    stay = Stay(out, env)
+    py, assay = sys.executable, [sys.executable, "-m", "assay"]
+    fresh = not repo.exists()
+    if fresh:
+        stay.record["base"] = base_repo(repo, a.config)
+        stay.note(f"repository {repo}: base commit {stay.record['base']}")
+    else:
+        stay.record["base"] = subprocess.run(
+            ["git", "rev-list", "--max-parents=0", "HEAD"], cwd=repo, check=True,
+            capture_output=True, text=True).stdout.split()[0]
+        stay.note(f"repository {repo} left by an earlier stay on this machine: used as it is"
+                  + ("; --state not imported" if a.state else ""))
+    if stay.step("prepare", [py, "prepare.py"], repo):
+        return stay.finish()
+    if (fresh and a.state is not None
+            and stay.step("import", [*assay, "import", "--state", str(a.state.resolve())],
+                          repo)):
+        return stay.finish()
+    if a.verify:
+        limit = a.seconds - (time.monotonic() - started) - AFTER_RUN_S
+        stay.step("verify", [*assay, "verify"], repo, out / "session.log", limit=limit)
+    else:
+        hours = run_hours(started, a.seconds, time.monotonic())
+        if hours > 0:
+            cmd = [*assay, "run", "--max-hours", str(hours), "-v"]
+            cmd += ["--budget", str(a.budget)] if a.budget is not None else []
+            # the hard stop, beyond the run's own: its limit and a little more
+            stay.step("run", cmd, repo, out / "session.log", limit=hours * 3600 + 15)
+        else:
+            stay.note("run: not started, the stay's time is spent")
+    for name, args in (("status", ["status"]), ("log", ["log"]),
+                       ("export", ["export", "jsonl", "-o", str(out / "journal.jsonl")]),
+                       ("state", ["export", "--state", str(out / "state")])):
+        stay.step(name, [*assay, *args], repo, out / f"{name}.txt")
+    if not copy_journal(repo, out / "journal.sqlite"):
+        stay.note("no journal to copy")
+    return stay.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""benchmarks/karpathy/fidelity_stay.py: one stay of the multi-fidelity session on a
+machine that keeps nothing. Every machine builds the same base commit, the run is given
+the time the stay has left, a step past its limit is stopped the way assay stops cleanly,
+and a session goes on in a second stay, in a new folder, from the state the first one
+exported (the CPU with the tiny preset standing in for the GPU machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "karpathy" / "fidelity_stay.py"
+CONFIG = ROOT / "benchmarks" / "karpathy" / "fidelity_session.toml"
+
+
+@pytest.fixture(scope="module")
+def stay() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fidelity_stay", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity_stay"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_machine_builds_the_same_base_commit(stay: ModuleType, tmp_path: Path) -> None:
+    first = stay.base_repo(tmp_path / "a", CONFIG)
+    second = stay.base_repo(tmp_path / "b", CONFIG)
+    assert first == second and len(first) == 40
+    files = subprocess.run(["git", "ls-files"], cwd=tmp_path / "a", check=True,
+                           capture_output=True, text=True).stdout.split()
+    assert "train.py" in files and "prepare.py" in files
+    assert "patches/01_matrix_lr_006.patch" in files
+    assert (tmp_path / "a" / "assay.toml").read_text() == CONFIG.read_text()
+    # another config is another base
+    other = tmp_path / "other.toml"
+    other.write_text(CONFIG.read_text().replace("budget = 12", "budget = 3"))
+    assert stay.base_repo(tmp_path / "c", other) != first
+
+
+def test_the_run_gets_what_the_stay_has_left(stay: ModuleType) -> None:
+    after = stay.AFTER_RUN_S
+    assert stay.run_hours(100.0, 540.0, 100.0) == round((540.0 - after) / 3600, 4)
+    assert stay.run_hours(100.0, 540.0, 400.0) == round((240.0 - after) / 3600, 4)
+    # too little left for a run: none is started
+    assert stay.run_hours(0.0, 540.0, 540.0 - after - stay.MIN_RUN_S + 1) == 0.0
+
+
+def test_a_step_past_its_limit_is_interrupted_and_a_clean_stop_counts_as_done(
+        stay: ModuleType, tmp_path: Path) -> None:
+    s = stay.Stay(tmp_path, dict(os.environ))
+    clean = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGINT, lambda *_: sys.exit(130))\n"
+             "print('running', flush=True)\n"
+             "time.sleep(60)\n")
+    assert s.step("run", [sys.executable, "-c", clean], tmp_path, limit=2.0) == 0
+    assert s.step("broken", [sys.executable, "-c", "raise SystemExit(4)"], tmp_path) == 4
+    assert s.finish() == 1
+    record = json.loads((tmp_path / "stay.json").read_text())
+    run, broken = record["steps"]
+    assert run["interrupted"] and run["exit"] == 130 and run["ok"] and run["seconds"] < 30
+    assert not broken["interrupted"] and not broken["ok"]
+    assert record["failed"] == ["broken"]
+    assert (tmp_path / "run.log").read_text() == "running\n"
+    assert "run: past its 2 s, interrupted" in (tmp_path / "stay.log").read_text()
+
+
+def _stay(out: Path, work: Path, cache: Path, budget: int,
+          *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GPT_PRESET="tiny", GPT_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--work", str(work),
+                           "--seconds", "300", "--budget", str(budget), *extra], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _experiments(journal: Path) -> int:
+    with sqlite3.connect(journal) as db:
+        return int(db.execute("SELECT count(*) FROM experiments").fetchone()[0])
+
+
+@pytest.mark.slow
+def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    cache = tmp_path / "gptcache"
+    one, two = tmp_path / "out1", tmp_path / "out2"
+    first = _stay(one, tmp_path / "machine1", cache, 1)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    for name in ("status.txt", "log.txt", "journal.jsonl", "journal.sqlite", "session.log",
+                 "state", "stay.json"):
+        assert (one / name).is_file(), name
+    done = _experiments(one / "journal.sqlite")
+    second = _stay(two, tmp_path / "machine2", cache, 2, "--state", str(one / "state"))
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    rec1, rec2 = (json.loads((d / "stay.json").read_text()) for d in (one, two))
+    assert rec1["base"] == rec2["base"]
+    assert [s["step"] for s in rec2["steps"]][:3] == ["prepare", "import", "run"]
+    # the second stay holds the first one's experiments and went on past them
+    assert _experiments(two / "journal.sqlite") > done
