@@ -206,10 +206,15 @@ def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: P
     try:
         cals = j.calibrations()
         first = {lv: len([b for b in j.blocks(CAL) if b.level == lv]) for lv in (0, 1)}
+        # both sides of an A/A block run the incumbent at the block's level
+        levels = {b.id: b.level for b in j.blocks(CAL)}
+        seen = {(levels[r.block_id], Path(r.stdout_path).read_text().splitlines()[0])
+                for r in j.runs(CAL)}
     finally:
         j.close()
     assert sorted(cals) == [0, 1] and cals[1].level == 1 and cals[0].level == 0
     assert first[0] > 0 and first[1] > 0
+    assert seen == {(0, "seen BUDGET=1 CHOICE=base"), (1, "seen BUDGET=3 CHOICE=base")}
     assert cals[0].baseline is not None and cals[1].baseline is not None
     assert any(k == "calibrate" and "at BUDGET=3" in m for k, m in events)
     # the cheap level's A/A blocks came at the start, the decisive level's only when x
