@@ -40,8 +40,9 @@ import os
 FACTORS = {json.dumps(FACTORS)}
 budget = os.environ["BUDGET"]
 choice = os.environ["CHOICE"]
+jitter = 1 + (draw() - 1) * (CHEAP_NOISE if budget == "1" else 1)
 print(f"seen BUDGET={{budget}} CHOICE={{choice}}")
-print(f"METRIC speed={{100 * FACTORS[choice][budget] * draw():.4f}}")
+print(f"METRIC speed={{100 * FACTORS[choice][budget] * jitter:.4f}}")
 """
 
 CONFIG = """\
@@ -108,9 +109,11 @@ class Listed(Proposer):
         return out
 
 
-def target(tmp_path: Path, aa: int = 0, fidelity: str = "") -> Path:
+def target(tmp_path: Path, aa: int = 0, fidelity: str = "", cheap_noise: float = 1) -> Path:
+    """The repository; ``cheap_noise`` widens the jitter at BUDGET=1 that many times."""
     config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity))
-    return make_repo(tmp_path / "repo", {"bench.py": BENCH, "assay.toml": config,
+    bench = f"CHEAP_NOISE = {cheap_noise}\n" + BENCH
+    return make_repo(tmp_path / "repo", {"bench.py": bench, "assay.toml": config,
                                          "work.py": "WORK = 1\n"})
 
 
@@ -198,7 +201,7 @@ def test_top_k_screen_promotes_the_best_lower_bounds(tmp_path: Path) -> None:
 
 
 def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: Path) -> None:
-    root = target(tmp_path, aa=1)
+    root = target(tmp_path, aa=1, cheap_noise=20)  # ±10% at BUDGET=1, ±0.5% at BUDGET=3
     events: list[tuple[str, str]] = []
     api.run(root, budget=1, proposer_obj=Listed("x"),
             on_event=lambda k, m, e: events.append((k, m)))
@@ -210,11 +213,18 @@ def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: P
         levels = {b.id: b.level for b in j.blocks(CAL)}
         seen = {(levels[r.block_id], Path(r.stdout_path).read_text().splitlines()[0])
                 for r in j.runs(CAL)}
+        xd = {d.details[LEVEL]: d.delta for d in j.decisions("e0001")}
     finally:
         j.close()
     assert sorted(cals) == [0, 1] and cals[1].level == 1 and cals[0].level == 0
     assert first[0] > 0 and first[1] > 0
     assert seen == {(0, "seen BUDGET=1 CHOICE=base"), (1, "seen BUDGET=3 CHOICE=base")}
+    # each level's noise and δ are its own: the noisy cheap level resolves a coarser band
+    assert cals[0].pooled is not None and cals[1].pooled is not None
+    assert cals[0].pooled > 4 * cals[1].pooled
+    assert cals[0].delta is not None and cals[1].delta is not None
+    assert cals[0].delta > cals[1].delta
+    assert xd == {0: cals[0].delta, 1: cals[1].delta}  # each decision used its level's δ
     assert cals[0].baseline is not None and cals[1].baseline is not None
     assert any(k == "calibrate" and "at BUDGET=3" in m for k, m in events)
     # the cheap level's A/A blocks came at the start, the decisive level's only when x
