@@ -9,7 +9,9 @@ levels, ``y`` wins at the cheap level and loses at the decisive one, ``z`` loses
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import assay
 from assay import api
 from assay.config.spec import parse
 from assay.errors import ConfigError
@@ -284,6 +287,12 @@ def test_max_hours_refuses_a_decisive_block_it_cannot_finish(tmp_path: Path) -> 
         "1 candidate awaits BUDGET=3: about 2.0 h (4 runs at about 1800 s, the pace at "
         "BUDGET=1 × 3)")
     assert api.status(root)["awaiting"] == summary.awaiting
+    env = {**os.environ, "COLUMNS": "200",
+           "PYTHONPATH": str(Path(assay.__file__).resolve().parents[1])}
+    shown = subprocess.run([sys.executable, "-m", "assay", "status"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"next: {summary.awaiting[0]}" in shown.stdout
 
 
 def test_the_final_verification_measures_at_the_last_level(tmp_path: Path) -> None:
