@@ -8,6 +8,7 @@ levels, ``y`` wins at the cheap level and loses at the decisive one, ``z`` loses
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -41,7 +42,9 @@ BENCH = DRAW + f"""
 import os
 
 FACTORS = {json.dumps(FACTORS)}
-budget = os.environ["BUDGET"]
+import work
+
+budget = os.environ.get("BUDGET") or str(getattr(work, "BUDGET", ""))
 choice = os.environ["CHOICE"]
 jitter = 1 + (draw() - 1) * (CHEAP_NOISE if budget == "1" else 1)
 print(f"seen BUDGET={{budget}} CHOICE={{choice}}")
@@ -66,7 +69,7 @@ name = "BUDGET"
 type = "int"
 low = 1
 high = 100
-apply = "env"
+{apply}
 
 [[params]]
 name = "CHOICE"
@@ -112,12 +115,17 @@ class Listed(Proposer):
         return out
 
 
-def target(tmp_path: Path, aa: int = 0, fidelity: str = "", cheap_noise: float = 1) -> Path:
-    """The repository; ``cheap_noise`` widens the jitter at BUDGET=1 that many times."""
-    config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity))
+def target(tmp_path: Path, aa: int = 0, fidelity: str = "", cheap_noise: float = 1,
+           assign: bool = False) -> Path:
+    """The repository; ``cheap_noise`` widens the jitter at BUDGET=1 that many times;
+    ``assign``: BUDGET is the line ``BUDGET = 1`` of work.py, not an environment variable."""
+    apply = 'apply = "assign"\nfile = "work.py"' if assign else 'apply = "env"'
+    config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity),
+                           apply=apply)
     bench = f"CHEAP_NOISE = {cheap_noise}\n" + BENCH
+    work = "WORK = 1\nBUDGET = 1  # the training budget\n" if assign else "WORK = 1\n"
     return make_repo(tmp_path / "repo", {"bench.py": bench, "assay.toml": config,
-                                         "work.py": "WORK = 1\n"})
+                                         "work.py": work})
 
 
 def journal(root: Path) -> Journal:
@@ -321,3 +329,64 @@ def test_fidelity_and_platforms_are_refused_together(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         parse(text, root)
     assert "[fidelity] levels and [[platforms]] cannot be combined" in str(err.value)
+
+
+def test_an_assigned_fidelity_parameter_is_set_in_both_trees_and_never_kept(
+        tmp_path: Path) -> None:
+    """BUDGET as the line of an editable file: each side's tree has the level's value
+    written there; a patch that edits the line is invalid; the kept commit keeps the file's
+    own line."""
+    root = target(tmp_path, assign=True)
+    work = root / "work.py"
+    work.write_text("WORK = 1\nBUDGET = 3  # the training budget\n")
+    edit = git(root, "diff")
+    git(root, "checkout", "-q", "--", "work.py")
+
+    class WithPatch(Listed):
+        """x, then a patch that edits the line of the fidelity parameter."""
+
+        def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+            out = super().propose(context, n)
+            return [c if c.params else Candidate(context.incumbent.commit, patch=edit,
+                                                 hypothesis="train longer", proposer=self.name)
+                    for c in out]
+
+    api.run(root, proposer_obj=WithPatch("x", {}))
+    log = by_hypothesis(root)
+    assert log["use x"]["state"] == "kept"
+    assert log["train longer"]["state"] == "invalid"
+    assert "changes the line `BUDGET = ...` of work.py, the fidelity parameter" in str(
+        log["train longer"]["note"])
+    j = journal(root)
+    try:
+        xid = str(log["use x"]["id"])
+        levels = {b.id: b.level for b in j.blocks(xid)}
+        seen = {(levels[r.block_id], r.role, Path(r.stdout_path).read_text().splitlines()[0])
+                for r in j.runs(xid)}
+    finally:
+        j.close()
+    assert seen == {(0, Role.INCUMBENT, "seen BUDGET=1 CHOICE=base"),
+                    (0, Role.CANDIDATE, "seen BUDGET=1 CHOICE=x"),
+                    (1, Role.INCUMBENT, "seen BUDGET=3 CHOICE=base"),
+                    (1, Role.CANDIDATE, "seen BUDGET=3 CHOICE=x")}
+    kept = git(root, "show", "assay/main:work.py")
+    assert "BUDGET = 1  # the training budget" in kept
+
+
+def test_a_journal_without_levels_reads_as_level_zero(tmp_path: Path) -> None:
+    """A journal written before levels existed holds one calibration, with no level: it is
+    level 0's, and no other level is calibrated."""
+    j = Journal.open(tmp_path / "journal.sqlite")
+    try:
+        j.set_meta("calibration", {"noise": {"s0": 0.01}, "pooled": 0.01, "delta": 0.03})
+        j.set_meta("noise_samples", {"s0": [0.01, -0.02]})
+        cal = j.calibration()
+        assert cal is not None and (cal.level, cal.delta) == (0, 0.03)
+        assert j.calibration(1) is None and j.noise_samples(1) == {}
+        assert j.noise_samples() == {"s0": [0.01, -0.02]}
+        assert list(j.calibrations()) == [0]
+        j.set_calibration(dataclasses.replace(cal, delta=0.05, level=1), 1)
+        assert j.calibration(0) == cal  # level 1 is kept beside it, not over it
+        assert {lv: c.delta for lv, c in j.calibrations().items()} == {0: 0.03, 1: 0.05}
+    finally:
+        j.close()
