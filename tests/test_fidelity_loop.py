@@ -8,8 +8,11 @@ levels, ``y`` wins at the cheap level and loses at the decisive one, ``z`` loses
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import assay
 from assay import api
 from assay.config.spec import parse
 from assay.errors import ConfigError
@@ -38,10 +42,13 @@ BENCH = DRAW + f"""
 import os
 
 FACTORS = {json.dumps(FACTORS)}
-budget = os.environ["BUDGET"]
+import work
+
+budget = os.environ.get("BUDGET") or str(getattr(work, "BUDGET", ""))
 choice = os.environ["CHOICE"]
+jitter = 1 + (draw() - 1) * (CHEAP_NOISE if budget == "1" else 1)
 print(f"seen BUDGET={{budget}} CHOICE={{choice}}")
-print(f"METRIC speed={{100 * FACTORS[choice][budget] * draw():.4f}}")
+print(f"METRIC speed={{100 * FACTORS[choice][budget] * jitter:.4f}}")
 """
 
 CONFIG = """\
@@ -62,7 +69,7 @@ name = "BUDGET"
 type = "int"
 low = 1
 high = 100
-apply = "env"
+{apply}
 
 [[params]]
 name = "CHOICE"
@@ -108,10 +115,17 @@ class Listed(Proposer):
         return out
 
 
-def target(tmp_path: Path, aa: int = 0, fidelity: str = "") -> Path:
-    config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity))
-    return make_repo(tmp_path / "repo", {"bench.py": BENCH, "assay.toml": config,
-                                         "work.py": "WORK = 1\n"})
+def target(tmp_path: Path, aa: int = 0, fidelity: str = "", cheap_noise: float = 1,
+           assign: bool = False) -> Path:
+    """The repository; ``cheap_noise`` widens the jitter at BUDGET=1 that many times;
+    ``assign``: BUDGET is the line ``BUDGET = 1`` of work.py, not an environment variable."""
+    apply = 'apply = "assign"\nfile = "work.py"' if assign else 'apply = "env"'
+    config = CONFIG.format(python=sys.executable, aa=aa, fidelity=textwrap.dedent(fidelity),
+                           apply=apply)
+    bench = f"CHEAP_NOISE = {cheap_noise}\n" + BENCH
+    work = "WORK = 1\nBUDGET = 1  # the training budget\n" if assign else "WORK = 1\n"
+    return make_repo(tmp_path / "repo", {"bench.py": bench, "assay.toml": config,
+                                         "work.py": work})
 
 
 def journal(root: Path) -> Journal:
@@ -198,7 +212,7 @@ def test_top_k_screen_promotes_the_best_lower_bounds(tmp_path: Path) -> None:
 
 
 def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: Path) -> None:
-    root = target(tmp_path, aa=1)
+    root = target(tmp_path, aa=1, cheap_noise=20)  # ±10% at BUDGET=1, ±0.5% at BUDGET=3
     events: list[tuple[str, str]] = []
     api.run(root, budget=1, proposer_obj=Listed("x"),
             on_event=lambda k, m, e: events.append((k, m)))
@@ -206,10 +220,22 @@ def test_each_level_is_calibrated_once_and_reused_by_a_later_session(tmp_path: P
     try:
         cals = j.calibrations()
         first = {lv: len([b for b in j.blocks(CAL) if b.level == lv]) for lv in (0, 1)}
+        # both sides of an A/A block run the incumbent at the block's level
+        levels = {b.id: b.level for b in j.blocks(CAL)}
+        seen = {(levels[r.block_id], Path(r.stdout_path).read_text().splitlines()[0])
+                for r in j.runs(CAL)}
+        xd = {d.details[LEVEL]: d.delta for d in j.decisions("e0001")}
     finally:
         j.close()
     assert sorted(cals) == [0, 1] and cals[1].level == 1 and cals[0].level == 0
     assert first[0] > 0 and first[1] > 0
+    assert seen == {(0, "seen BUDGET=1 CHOICE=base"), (1, "seen BUDGET=3 CHOICE=base")}
+    # each level's noise and δ are its own: the noisy cheap level resolves a coarser band
+    assert cals[0].pooled is not None and cals[1].pooled is not None
+    assert cals[0].pooled > 4 * cals[1].pooled
+    assert cals[0].delta is not None and cals[1].delta is not None
+    assert cals[0].delta > cals[1].delta
+    assert xd == {0: cals[0].delta, 1: cals[1].delta}  # each decision used its level's δ
     assert cals[0].baseline is not None and cals[1].baseline is not None
     assert any(k == "calibrate" and "at BUDGET=3" in m for k, m in events)
     # the cheap level's A/A blocks came at the start, the decisive level's only when x
@@ -269,6 +295,12 @@ def test_max_hours_refuses_a_decisive_block_it_cannot_finish(tmp_path: Path) -> 
         "1 candidate awaits BUDGET=3: about 2.0 h (4 runs at about 1800 s, the pace at "
         "BUDGET=1 × 3)")
     assert api.status(root)["awaiting"] == summary.awaiting
+    env = {**os.environ, "COLUMNS": "200",
+           "PYTHONPATH": str(Path(assay.__file__).resolve().parents[1])}
+    shown = subprocess.run([sys.executable, "-m", "assay", "status"], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"next: {summary.awaiting[0]}" in shown.stdout
 
 
 def test_the_final_verification_measures_at_the_last_level(tmp_path: Path) -> None:
@@ -297,3 +329,64 @@ def test_fidelity_and_platforms_are_refused_together(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         parse(text, root)
     assert "[fidelity] levels and [[platforms]] cannot be combined" in str(err.value)
+
+
+def test_an_assigned_fidelity_parameter_is_set_in_both_trees_and_never_kept(
+        tmp_path: Path) -> None:
+    """BUDGET as the line of an editable file: each side's tree has the level's value
+    written there; a patch that edits the line is invalid; the kept commit keeps the file's
+    own line."""
+    root = target(tmp_path, assign=True)
+    work = root / "work.py"
+    work.write_text("WORK = 1\nBUDGET = 3  # the training budget\n")
+    edit = git(root, "diff")
+    git(root, "checkout", "-q", "--", "work.py")
+
+    class WithPatch(Listed):
+        """x, then a patch that edits the line of the fidelity parameter."""
+
+        def propose(self, context: ProposalContext, n: int) -> list[Candidate]:
+            out = super().propose(context, n)
+            return [c if c.params else Candidate(context.incumbent.commit, patch=edit,
+                                                 hypothesis="train longer", proposer=self.name)
+                    for c in out]
+
+    api.run(root, proposer_obj=WithPatch("x", {}))
+    log = by_hypothesis(root)
+    assert log["use x"]["state"] == "kept"
+    assert log["train longer"]["state"] == "invalid"
+    assert "changes the line `BUDGET = ...` of work.py, the fidelity parameter" in str(
+        log["train longer"]["note"])
+    j = journal(root)
+    try:
+        xid = str(log["use x"]["id"])
+        levels = {b.id: b.level for b in j.blocks(xid)}
+        seen = {(levels[r.block_id], r.role, Path(r.stdout_path).read_text().splitlines()[0])
+                for r in j.runs(xid)}
+    finally:
+        j.close()
+    assert seen == {(0, Role.INCUMBENT, "seen BUDGET=1 CHOICE=base"),
+                    (0, Role.CANDIDATE, "seen BUDGET=1 CHOICE=x"),
+                    (1, Role.INCUMBENT, "seen BUDGET=3 CHOICE=base"),
+                    (1, Role.CANDIDATE, "seen BUDGET=3 CHOICE=x")}
+    kept = git(root, "show", "assay/main:work.py")
+    assert "BUDGET = 1  # the training budget" in kept
+
+
+def test_a_journal_without_levels_reads_as_level_zero(tmp_path: Path) -> None:
+    """A journal written before levels existed holds one calibration, with no level: it is
+    level 0's, and no other level is calibrated."""
+    j = Journal.open(tmp_path / "journal.sqlite")
+    try:
+        j.set_meta("calibration", {"noise": {"s0": 0.01}, "pooled": 0.01, "delta": 0.03})
+        j.set_meta("noise_samples", {"s0": [0.01, -0.02]})
+        cal = j.calibration()
+        assert cal is not None and (cal.level, cal.delta) == (0, 0.03)
+        assert j.calibration(1) is None and j.noise_samples(1) == {}
+        assert j.noise_samples() == {"s0": [0.01, -0.02]}
+        assert list(j.calibrations()) == [0]
+        j.set_calibration(dataclasses.replace(cal, delta=0.05, level=1), 1)
+        assert j.calibration(0) == cal  # level 1 is kept beside it, not over it
+        assert {lv: c.delta for lv, c in j.calibrations().items()} == {0: 0.03, 1: 0.05}
+    finally:
+        j.close()

@@ -28,10 +28,10 @@ from ..strictjson import dumps
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
          "conflict": "dark_orange", "running": "cyan", "queued": "cyan", "error": "bold red",
-         "warn": "yellow", "rebase": "magenta"}
+         "warn": "yellow", "rebase": "magenta", "promote": "green"}
 # Events printed without -v: the ones a user must act on or would want to know once.
 QUIET_EVENTS = frozenset({"error", "warn", "calibrated", "quarantine", "signal", "lock",
-                          "stop", "resume", "verify", "tidy"})
+                          "stop", "resume", "verify", "tidy", "promote"})
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 # The label of the baseline and best medians wherever they are shown beside the paired figure
 UNPAIRED = "unpaired medians measured at different times"

@@ -285,8 +285,11 @@ class Loop:
 
     # -- dispatch ------------------------------------------------------------------
     def decision_context(self, exp_id: str | None = None) -> DecisionContext:
-        """What a decision rule sees (for ``exp_id``: the history without its own runs)."""
-        return self.outcomes.decision_context(exp_id)
+        """What a decision rule sees (for ``exp_id``: the history without its own runs, at
+        the fidelity level it is measured at now)."""
+        fid = self.target.fidelity
+        level = 0 if fid is None or exp_id is None else level_of(self.journal, exp_id)
+        return self.outcomes.decision_context(exp_id, level)
 
     def dispatch(self) -> int:
         """Submit queued blocks to free slots; returns how many were started."""

@@ -30,6 +30,20 @@ class Admission:
     state: ExperimentState = ExperimentState.QUEUED
 
 
+def touches_assignment(patch: str, file: str, name: str) -> bool:
+    """Whether ``patch`` adds or removes the top-level line ``NAME = ...`` of ``file``."""
+    line = re.compile(rf"^[+-]{re.escape(name)}[ \t]*(?::[^=\n]+)?=")
+    current = ""
+    for text in patch.splitlines():
+        if text.startswith("diff --git "):
+            current = ""
+        elif text.startswith("+++ "):
+            current = text[4:].strip().removeprefix("b/")
+        elif not text.startswith("--- ") and current == file and line.match(text):
+            return True
+    return False
+
+
 class Intake:
     """Checks candidates for one loop's target, journal and repository."""
 
@@ -109,6 +123,13 @@ class Intake:
                 return (f"sets the fidelity parameter {fid.param} (to "
                         f"{cand.params[fid.param]!r}): assay sets it per level ([fidelity] "
                         f"levels = {list(fid.levels)}); change anything else")
+            spec = next((p for p in self.target.params if fid is not None
+                         and p.name == fid.param and p.apply == "assign"), None)
+            if fid is not None and spec is not None \
+                    and touches_assignment(cand.patch, spec.file, spec.name):
+                return (f"its patch changes the line `{spec.name} = ...` of {spec.file}, the "
+                        f"fidelity parameter: assay sets it per level ([fidelity] levels = "
+                        f"{list(fid.levels)}); change anything else")
         except PatchError as exc:
             return str(exc)
         return ""
