@@ -4,9 +4,12 @@ command line in subprocesses, the first clone deleted before the second goes on.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -16,7 +19,9 @@ import pytest
 
 import assay
 from assay import api
+from assay.errors import WorkspaceError
 from assay.journal.store import Journal
+from assay.repo import carry
 from tests.conftest import git, make_repo
 from tests.scripted import DRAW
 
@@ -204,6 +209,29 @@ def test_export_and_import_of_the_state_go_on_after_a_kill(tmp_path: Path) -> No
     assert [r["run_id"] for r in api.show("e0002", b)["runs"]][:4] == first_runs
 
 
+def _tampered(state: Path, work: Path) -> Path:
+    """``state`` with a kept experiment's note rewritten behind the seals' back, and a
+    manifest whose checksums match the files again."""
+    with tarfile.open(state) as tar:
+        tar.extractall(work, filter="data")
+    db = sqlite3.connect(work / "state" / "journal.sqlite")
+    db.create_function("assay_seal", -1, lambda *values: "forged")
+    db.execute("UPDATE experiments SET note = 'better than it was'")
+    db.commit()
+    db.close()
+    manifest = json.loads((work / "assay-state.json").read_text())
+    for name in manifest["files"]:
+        manifest["files"][name] = hashlib.sha256((work / "state" / name).read_bytes()
+                                                 ).hexdigest()
+    (work / "assay-state.json").write_text(json.dumps(manifest))
+    out = work.with_suffix(".state")
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(work / "assay-state.json", arcname="assay-state.json")
+        for name in manifest["files"]:
+            tar.add(work / "state" / name, arcname=f"state/{name}")
+    return out
+
+
 def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
     origin = _origin(tmp_path)
     a = _clone(origin, tmp_path / "a")
@@ -231,6 +259,12 @@ def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
         assert "error:" in r.stderr and str(bad) in r.stderr.replace("\n", "")
         assert "Traceback" not in r.stderr
         assert not (b / ".assay" / "journal.sqlite").exists()
+
+    # a journal changed after it was sealed, its checksums made to match
+    tampered = _tampered(state, tmp_path / "tampered")
+    r = cli("import", "--state", str(tampered), "-C", str(b))
+    assert r.returncode == 2 and "its journal does not check" in r.stderr, r.stderr
+    assert not (b / ".assay" / "journal.sqlite").exists()
 
     # a journal here already: refused unless --force, which archives it first
     assert cli("import", "--state", str(state), "-C", str(b)).returncode == 0
@@ -345,3 +379,58 @@ def test_the_gpt_example_goes_on_in_a_fresh_clone_after_a_keep(tmp_path: Path) -
     tip = git(b, "rev-parse", "assay/main").strip()
     assert git(b, "merge-base", "--is-ancestor", kept, tip) == ""
     assert "LR_MULT = 1.0" in git(b, "show", f"{kept}:train.py")
+
+
+def test_the_bundle_carries_named_commits_no_branch_reaches(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    base = git(a, "rev-parse", "HEAD").strip()
+    for n in (1, 2):  # two commits on the run branch, then the branch moved back
+        (a / "knobs.py").write_text(KNOBS.replace("WORK = 1000", f"WORK = {n}"))
+        git(a, "commit", "-qam", f"kept {n}")
+    second = git(a, "rev-parse", "HEAD").strip()
+    first = git(a, "rev-parse", "HEAD~1").strip()
+    git(a, "update-ref", "refs/heads/assay/main", first)
+    git(a, "reset", "-q", "--hard", base)
+    bundle = tmp_path / "commits.bundle"
+    assert carry.write_bundle(a, bundle, [base, first, second])
+    held = carry.contents(a, bundle)
+    assert held.heads == {"refs/heads/assay/main": first, f"{carry.EXTRA}{second}": second}
+    assert held.requires == (base,)  # what the origin holds is left out
+    assert git(a, "for-each-ref", carry.EXTRA) == ""  # the bundle's own refs are gone here
+
+    b = _clone(origin, tmp_path / "b")
+    done = carry.restore(b, bundle)
+    assert done == [f"assay/main at {first[:12]}"]
+    assert _has(b, second) and git(b, "rev-parse", f"{carry.EXTRA}{second}").strip() == second
+    # a branch of this clone that went elsewhere is named, not overwritten
+    c = _clone(origin, tmp_path / "c")
+    git(c, "commit", "-q", "--allow-empty", "-m", "elsewhere")
+    git(c, "branch", "assay/main")
+    mine = git(c, "rev-parse", "assay/main").strip()
+    with pytest.raises(WorkspaceError, match="went different ways"):
+        carry.restore(c, bundle)
+    assert git(c, "rev-parse", "assay/main").strip() == mine
+    # a branch behind the carried one is moved on
+    git(c, "update-ref", "refs/heads/assay/main", base)
+    assert carry.restore(c, bundle) == [f"assay/main at {first[:12]} (was {base[:12]})"]
+    # assay reset deletes the refs a restore kept and archives the bundle
+    (c / ".assay").mkdir(exist_ok=True)
+    shutil.copy(bundle, c / ".assay" / carry.BUNDLE_NAME)
+    assert cli("reset", "--yes", "-C", str(c)).returncode == 0
+    assert git(c, "for-each-ref", carry.EXTRA) == ""
+    assert not (c / ".assay" / carry.BUNDLE_NAME).exists()
+
+
+def test_verify_in_a_fresh_clone_fetches_the_run_commits_first(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    assert cli("run", "-C", str(a), "--budget", "1").returncode == 0
+    kept = api.status(a)["incumbent"]["commit"]
+    b = _clone(origin, tmp_path / "b")
+    shutil.copytree(a / ".assay", b / ".assay", symlinks=True)
+    shutil.rmtree(a)
+    r = cli("verify", "-C", str(b))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"final best {kept[:12]}" in r.stdout
+    assert _has(b, kept)
