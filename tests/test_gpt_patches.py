@@ -23,6 +23,7 @@ import pytest
 
 from assay.bench.metrics import parse_summary_block
 from assay.proposers.queue import QueueProposer, read_patch_file
+from assay.repo.merge import merge_onto
 from assay.repo.workspace import rewrite_assignment
 
 torch = pytest.importorskip("torch")
@@ -55,6 +56,11 @@ KNOBS: dict[str, dict[str, int | float]] = {
     "11_embed_lr_09": {"EMBED_LR": 0.9},
 }
 FIDELITY = "TIME_BUDGET"
+# pairs that change the same lines: the second conflicts once the first is kept (adjacent
+# knob lines; two schedules of the first steps that rewrite the same loop)
+CONFLICTS = {frozenset({"01_batch_warmup", "07_seq_len_warmup"}),
+             frozenset({"05_matrix_lr_006", "11_embed_lr_09"}),
+             frozenset({"08_model_dim_768", "09_depth_10"})}
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
@@ -119,6 +125,38 @@ def test_every_patch_is_listed_applies_alone_and_touches_train_py_only() -> None
                                 str(path)], cwd=EXAMPLE.parents[1], capture_output=True,
                                text=True, check=False)
         assert check.returncode == 0, f"{path.name}: {check.stderr}"
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_each_patch_goes_on_after_any_other_is_kept(tmp_path: Path) -> None:
+    # the queue proposes each patch against the incumbent of its time: after a keep, git's
+    # three-way merge (assay's merge_onto, from the patch's `index` line) must carry it over
+    # the kept change unless the two change the same lines
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(EXAMPLE / "train.py", root / "train.py")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    _git(root, "init", "-q")
+    _git(root, "add", "train.py")
+    _git(root, *ident, "commit", "-qm", "base")
+    base = _git(root, "rev-parse", "HEAD")
+    files = QueueProposer.collect(PATCHES)
+    conflicts = set()
+    for kept in files:
+        _git(root, "checkout", "-q", base)
+        _git(root, "apply", "--index", str(kept))
+        _git(root, *ident, "commit", "-qm", kept.stem)
+        onto = _git(root, "rev-parse", "HEAD")
+        for other in files:
+            if other != kept:
+                merged = merge_onto(root, read_patch_file(other)[1], onto)
+                if merged is not None and merged.conflicts:
+                    conflicts.add(frozenset({kept.stem, other.stem}))
+    assert conflicts == CONFLICTS
 
 
 @pytest.mark.parametrize("name", sorted(KNOBS))
