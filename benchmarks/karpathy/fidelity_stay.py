@@ -24,6 +24,11 @@ Run from the repository root, with no network. In order, each step logged to
    stay imports) and `stay.json` (the base commit, each step's exit code and seconds).
 
 Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
+Between stays, `OUT/state` is what has to travel: copy it into the checkout the next stay
+runs from (an untracked file travels with it) and name it with `--state`. On the
+device machine, with 9 minutes a call:
+
+    python benchmarks/karpathy/fidelity_stay.py --seconds 520 [--state carried/state]
 """
 
 from __future__ import annotations
