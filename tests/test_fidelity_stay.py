@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -74,12 +77,34 @@ def test_a_step_past_its_limit_is_interrupted_and_a_clean_stop_counts_as_done(
     assert "run: past its 2 s, interrupted" in (tmp_path / "stay.log").read_text()
 
 
-def _stay(out: Path, work: Path, cache: Path, budget: int,
+def test_the_corpus_goes_where_a_sandboxed_run_sees_it(stay: ModuleType, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert stay.private(Path("/tmp/x")) and stay.private(tmp_path / "home" / "data")
+    assert not stay.private(Path("/var/tmp/assay-gpt"))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"),
+                           "--data", str(tmp_path / "data")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode != 0
+    assert "lies under /tmp or $HOME" in proc.stderr and "/var/tmp/assay-gpt" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def data() -> Iterator[Path]:
+    # outside /tmp and $HOME: a sandboxed run sees its own, empty ones
+    folder = Path("/var/tmp") / f"assay-test-gpt-{uuid.uuid4().hex[:8]}"
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stay(out: Path, work: Path, data: Path, budget: int,
           *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GPT_PRESET="tiny", GPT_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
+    env = dict(os.environ, GPT_PRESET="tiny", OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--work", str(work),
-                           "--seconds", "300", "--budget", str(budget), *extra], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+                           "--data", str(data), "--seconds", "300", "--budget", str(budget),
+                           *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
 
 
 def _experiments(journal: Path) -> int:
@@ -88,9 +113,9 @@ def _experiments(journal: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path) -> None:
+def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path, data: Path) -> None:
     pytest.importorskip("torch")
-    cache = tmp_path / "gptcache"
+    cache = data
     one, two = tmp_path / "out1", tmp_path / "out2"
     first = _stay(one, tmp_path / "machine1", cache, 1)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

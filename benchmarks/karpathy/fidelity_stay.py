@@ -6,12 +6,19 @@
 Run from the repository root, with no network. In order, each step logged to
 `OUT/stay.log` with its time (OUT is `--out`, or `$OUT`):
 
+Each run of the session goes in assay's sandbox where the machine has one: the run sees a
+private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
+default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
+(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
+for the runs to import.
+
 1. The session's repository in `--work` (default: a folder under the system's temporary
    folder): a fresh git repository holding examples/gpt (its `patches/` folder included)
    with `--config` (default `fidelity_session.toml`) as its `assay.toml`, committed with a
    fixed author, committer and date, so that every machine builds the same base commit.
    A repository left there by an earlier stay on the same machine is used as it is.
-2. `python prepare.py` there: the corpus and tokenizer (about a minute on an H200 machine).
+2. `python prepare.py` there: the corpus and tokenizer into `--data` (about a minute on
+   an H200 machine; nothing when an earlier stay on the machine built them).
 3. With `--state FILE` and a fresh repository: `assay import --state FILE`, the session as
    the last stay left it.
 4. `assay run --max-hours H -v`, H the time left of `--seconds` (counted from this
@@ -76,6 +83,25 @@ def base_repo(repo: Path, config: Path) -> str:
                  ["commit", "-qm", "examples/gpt: the multi-fidelity session's base"]):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     return head(repo)
+
+
+def private(path: Path) -> bool:
+    """Whether a sandboxed run sees another ``path`` (under /tmp or $HOME, private there)."""
+    home = os.environ.get("HOME", "")
+    covers = [Path("/tmp"), *([Path(home)] if home and home != "/" else [])]
+    resolved = path.resolve()
+    return any(resolved == c.resolve() or c.resolve() in resolved.parents for c in covers)
+
+
+def visible_src(data: Path) -> Path:
+    """assay's ``src`` as a sandboxed run can import it: this checkout's, or a copy."""
+    src = ROOT / "src"
+    if not private(src):
+        return src
+    copy = data / "assay-src"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
 
 
 def head(repo: Path) -> str:
@@ -162,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                     default=Path(tempfile.gettempdir()) / "assay-fidelity-session",
                     help="the session's repository")
     ap.add_argument("--config", type=Path, default=HERE / "fidelity_session.toml")
+    ap.add_argument("--data", type=Path,
+                    default=Path(os.environ.get("GPT_CACHE_DIR", "/var/tmp/assay-gpt")),
+                    help="the corpus and tokenizer (GPT_CACHE_DIR), outside /tmp and $HOME")
     ap.add_argument("--budget", type=int, help="experiments (default: the config's)")
     ap.add_argument("--verify", action="store_true",
                     help="run `assay verify` (the final best against the base) instead")
@@ -173,15 +202,24 @@ def main(argv: list[str] | None = None) -> int:
                          "wrote into its OUT)")
     if not a.config.is_file():
         raise SystemExit(f"--config {a.config}: no such file")
-    out, repo = a.out.resolve(), a.work.resolve()
+    if private(a.data):
+        raise SystemExit(f"--data {a.data} (GPT_CACHE_DIR) lies under /tmp or $HOME, which a "
+                         "sandboxed run sees private and empty: name a folder elsewhere, "
+                         "e.g. /var/tmp/assay-gpt")
+    out, repo, data = a.out.resolve(), a.work.resolve(), a.data.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     # `python` in the session's commands is this interpreter, whatever PATH had first
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"),
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GPT_CACHE_DIR=str(data),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(visible_src(data)),
                                                          os.environ.get("PYTHONPATH")])),
                PATH=os.pathsep.join(filter(None, [str(Path(sys.executable).parent),
                                                   os.environ.get("PATH")])))
     stay = Stay(out, env)
+    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if private(Path(entry)):
+            stay.note(f"warning: PYTHONPATH holds {entry}, under /tmp or $HOME: a sandboxed "
+                      "run cannot import from it")
     py, assay = sys.executable, [sys.executable, "-m", "assay"]
     fresh = not repo.exists()
     if fresh:
