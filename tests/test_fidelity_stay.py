@@ -121,8 +121,13 @@ def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path, data: P
     first = _stay(one, tmp_path / "machine1", cache, 1)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for name in ("status.txt", "log.txt", "journal.jsonl", "journal.sqlite", "session.log",
-                 "state", "stay.json"):
+                 "state", "stay.json", "best_train.py"):
         assert (one / name).is_file(), name
+    with sqlite3.connect(one / "journal.sqlite") as db:
+        kept = db.execute("SELECT count(*) FROM experiments WHERE state = 'kept'").fetchone()[0]
+    base = (ROOT / "examples" / "gpt" / "train.py").read_text()
+    # the incumbent's program: the base's unless something was kept
+    assert ((one / "best_train.py").read_text() == base) == (kept == 0)
     blocks, experiments = (_count(one / "journal.sqlite", t) for t in ("blocks", "experiments"))
     assert experiments >= 1
     second = _stay(two, tmp_path / "machine2", cache, 2, "--state", str(one / "state"))

@@ -28,7 +28,9 @@ for the runs to import.
 5. Into OUT: `status.txt` (`assay status`), `log.txt` (`assay log`), `journal.jsonl`
    (`assay export jsonl`), `journal.sqlite` (a consistent copy of the journal),
    `session.log` (what the run printed), `state` (`assay export --state`: what the next
-   stay imports) and `stay.json` (the base commit, each step's exit code and seconds).
+   stay imports), `best_train.py` (the `train.py` of the run branch's tip, the session's
+   incumbent: what `side_by_side.py rounds --gpt-train` runs) and `stay.json` (the base
+   commit, each step's exit code and seconds).
 
 Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
 Between stays, `OUT/state` is what has to travel: copy it into the checkout the next stay
@@ -176,6 +178,17 @@ def copy_journal(repo: Path, to: Path) -> bool:
     return True
 
 
+def incumbent_train(repo: Path) -> str | None:
+    """train.py at the tip of the session's run branch (``assay/<name>``), if there is one."""
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/heads/assay/"],
+                          cwd=repo, capture_output=True, text=True, check=False).stdout.split()
+    if len(refs) != 1:
+        return None
+    shown = subprocess.run(["git", "show", f"{refs[0]}:train.py"], cwd=repo,
+                           capture_output=True, text=True, check=False)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -255,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         stay.step(name, [*assay, *args], repo, out / f"{name}.txt")
     if not copy_journal(repo, out / "journal.sqlite"):
         stay.note("no journal to copy")
+    best = incumbent_train(repo)
+    if best is None:
+        stay.note("no single run branch assay/...: no best_train.py")
+    else:
+        (out / "best_train.py").write_text(best)
     return stay.finish()
 
 
