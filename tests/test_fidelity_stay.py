@@ -113,7 +113,7 @@ def _count(journal: Path, table: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path, data: Path) -> None:
     pytest.importorskip("torch")
     cache = data
