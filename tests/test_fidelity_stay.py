@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -39,7 +42,7 @@ def test_every_machine_builds_the_same_base_commit(stay: ModuleType, tmp_path: P
     files = subprocess.run(["git", "ls-files"], cwd=tmp_path / "a", check=True,
                            capture_output=True, text=True).stdout.split()
     assert "train.py" in files and "prepare.py" in files
-    assert "patches/01_matrix_lr_006.patch" in files
+    assert "patches/05_matrix_lr_006.patch" in files
     assert (tmp_path / "a" / "assay.toml").read_text() == CONFIG.read_text()
     # another config is another base
     other = tmp_path / "other.toml"
@@ -74,34 +77,64 @@ def test_a_step_past_its_limit_is_interrupted_and_a_clean_stop_counts_as_done(
     assert "run: past its 2 s, interrupted" in (tmp_path / "stay.log").read_text()
 
 
-def _stay(out: Path, work: Path, cache: Path, budget: int,
+def test_the_corpus_goes_where_a_sandboxed_run_sees_it(stay: ModuleType, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert stay.private(Path("/tmp/x")) and stay.private(tmp_path / "home" / "data")
+    assert not stay.private(Path("/var/tmp/assay-gpt"))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"),
+                           "--data", str(tmp_path / "data")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode != 0
+    assert "lies under /tmp or $HOME" in proc.stderr and "/var/tmp/assay-gpt" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def data() -> Iterator[Path]:
+    # outside /tmp and $HOME: a sandboxed run sees its own, empty ones
+    folder = Path("/var/tmp") / f"assay-test-gpt-{uuid.uuid4().hex[:8]}"
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stay(out: Path, work: Path, data: Path, budget: int,
           *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GPT_PRESET="tiny", GPT_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
+    env = dict(os.environ, GPT_PRESET="tiny", OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--work", str(work),
-                           "--seconds", "300", "--budget", str(budget), *extra], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+                           "--data", str(data), "--seconds", "300", "--budget", str(budget),
+                           *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
 
 
-def _experiments(journal: Path) -> int:
+def _count(journal: Path, table: str) -> int:
     with sqlite3.connect(journal) as db:
-        return int(db.execute("SELECT count(*) FROM experiments").fetchone()[0])
+        return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 @pytest.mark.slow
-def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path) -> None:
+@pytest.mark.timeout(1200)
+def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path, data: Path) -> None:
     pytest.importorskip("torch")
-    cache = tmp_path / "gptcache"
+    cache = data
     one, two = tmp_path / "out1", tmp_path / "out2"
     first = _stay(one, tmp_path / "machine1", cache, 1)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for name in ("status.txt", "log.txt", "journal.jsonl", "journal.sqlite", "session.log",
-                 "state", "stay.json"):
+                 "state", "stay.json", "best_train.py"):
         assert (one / name).is_file(), name
-    done = _experiments(one / "journal.sqlite")
+    with sqlite3.connect(one / "journal.sqlite") as db:
+        kept = db.execute("SELECT count(*) FROM experiments WHERE state = 'kept'").fetchone()[0]
+    base = (ROOT / "examples" / "gpt" / "train.py").read_text()
+    # the incumbent's program: the base's unless something was kept
+    assert ((one / "best_train.py").read_text() == base) == (kept == 0)
+    blocks, experiments = (_count(one / "journal.sqlite", t) for t in ("blocks", "experiments"))
+    assert experiments >= 1
     second = _stay(two, tmp_path / "machine2", cache, 2, "--state", str(one / "state"))
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     rec1, rec2 = (json.loads((d / "stay.json").read_text()) for d in (one, two))
     assert rec1["base"] == rec2["base"]
     assert [s["step"] for s in rec2["steps"]][:3] == ["prepare", "import", "run"]
-    # the second stay holds the first one's experiments and went on past them
-    assert _experiments(two / "journal.sqlite") > done
+    # the second stay holds the first one's experiments and blocks, and measured more
+    assert _count(two / "journal.sqlite", "experiments") >= experiments
+    assert _count(two / "journal.sqlite", "blocks") > blocks

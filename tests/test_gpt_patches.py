@@ -23,6 +23,7 @@ import pytest
 
 from assay.bench.metrics import parse_summary_block
 from assay.proposers.queue import QueueProposer, read_patch_file
+from assay.repo.merge import merge_onto
 from assay.repo.workspace import rewrite_assignment
 
 torch = pytest.importorskip("torch")
@@ -35,26 +36,31 @@ CONTRACT = ("val_bpb", "mfu_percent", "total_tokens_M", "num_steps", "peak_vram_
 # the patches that change code, and the line each patched program prints about its change
 # on the CPU (tiny preset: 2 blocks of width 64, heads of 32, 128-token sequences)
 SAYS = {
-    "02_batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first "
+    "01_batch_warmup": r"^batch warm-up: 1024 tokens a step \(1 x 8 x 128\) for the first "
                        r"10% of the budget$",
-    "03_smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
-    "04_attn_gate": r"^attention gate: on \(32 channels gate each of 2 heads\)$",
-    "05_unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
-    "06_seq_len_warmup": r"^sequence warm-up: 32, then 64 tokens a sequence for the first 20% "
+    "02_smear_gate": r"^smear gate: on \(12 channels gate the previous token's embedding\)$",
+    "03_attn_gate": r"^attention gate: on \(32 channels gate each of 2 heads\)$",
+    "06_unet_skips": r"^unet skips: 1 \(encoder block i feeds decoder block 1 - i\)$",
+    "07_seq_len_warmup": r"^sequence warm-up: 32, then 64 tokens a sequence for the first 20% "
                          r"of the budget, the same tokens a step$",
-    "07_polar_express": r"^muon: polar express, 5 iterations$",
+    "04_polar_express": r"^muon: polar express, 5 iterations$",
     "12_fp8_head": r"^fp8 head: off \(no float8 matmul on the cpu\); the output layer runs in "
                    r"fp32 as without the patch$",
 }
 # the patches that only set knobs, and the values they set
 KNOBS: dict[str, dict[str, int | float]] = {
-    "01_matrix_lr_006": {"MATRIX_LR": 0.06},
+    "05_matrix_lr_006": {"MATRIX_LR": 0.06},
     "08_model_dim_768": {"MODEL_DIM": 768},
     "09_depth_10": {"DEPTH": 10},
     "10_warmdown_07": {"WARMDOWN_FRAC": 0.7},
     "11_embed_lr_09": {"EMBED_LR": 0.9},
 }
 FIDELITY = "TIME_BUDGET"
+# pairs that change the same lines: the second conflicts once the first is kept (adjacent
+# knob lines; two schedules of the first steps that rewrite the same loop)
+CONFLICTS = {frozenset({"01_batch_warmup", "07_seq_len_warmup"}),
+             frozenset({"05_matrix_lr_006", "11_embed_lr_09"}),
+             frozenset({"08_model_dim_768", "09_depth_10"})}
 
 
 def _env(cache: Path, **extra: str) -> dict[str, str]:
@@ -121,6 +127,38 @@ def test_every_patch_is_listed_applies_alone_and_touches_train_py_only() -> None
         assert check.returncode == 0, f"{path.name}: {check.stderr}"
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_each_patch_goes_on_after_any_other_is_kept(tmp_path: Path) -> None:
+    # the queue proposes each patch against the incumbent of its time: after a keep, git's
+    # three-way merge (assay's merge_onto, from the patch's `index` line) must carry it over
+    # the kept change unless the two change the same lines
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(EXAMPLE / "train.py", root / "train.py")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    _git(root, "init", "-q")
+    _git(root, "add", "train.py")
+    _git(root, *ident, "commit", "-qm", "base")
+    base = _git(root, "rev-parse", "HEAD")
+    files = QueueProposer.collect(PATCHES)
+    conflicts = set()
+    for kept in files:
+        _git(root, "checkout", "-q", base)
+        _git(root, "apply", "--index", str(kept))
+        _git(root, *ident, "commit", "-qm", kept.stem)
+        onto = _git(root, "rev-parse", "HEAD")
+        for other in files:
+            if other != kept:
+                merged = merge_onto(root, read_patch_file(other)[1], onto)
+                if merged is not None and merged.conflicts:
+                    conflicts.add(frozenset({kept.stem, other.stem}))
+    assert conflicts == CONFLICTS
+
+
 @pytest.mark.parametrize("name", sorted(KNOBS))
 def test_a_knob_patch_is_assays_own_assignment(name: str, tmp_path: Path) -> None:
     # the patch and `apply = "assign"` of the same values give the same file, so the knob
@@ -134,7 +172,7 @@ def test_a_knob_patch_is_assays_own_assignment(name: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [*sorted(SAYS), "01_matrix_lr_006"])
+@pytest.mark.parametrize("name", [*sorted(SAYS), "05_matrix_lr_006"])
 def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
                                              tmp_path: Path) -> None:
     work = _patched(name, tmp_path)
@@ -152,7 +190,7 @@ def test_patched_tiny_run_keeps_the_contract(name: str, tiny_cache: Path,
 
 def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Path) -> None:
     # the half-size steps are counted as half: tokens/s counts the tokens read
-    work = _patched("02_batch_warmup", tmp_path)
+    work = _patched("01_batch_warmup", tmp_path)
     train = work / "train.py"
     train.write_text(train.read_text().replace("BATCH_WARMUP_FRAC = 0.1 ",
                                                "BATCH_WARMUP_FRAC = 0.5 "))
@@ -168,7 +206,7 @@ def test_batch_warmup_counts_the_tokens_it_trains(tiny_cache: Path, tmp_path: Pa
 
 def test_seq_len_warmup_cuts_rows_and_keeps_the_tokens(tiny_cache: Path,
                                                        tmp_path: Path) -> None:
-    work = _patched("06_seq_len_warmup", tmp_path)
+    work = _patched("07_seq_len_warmup", tmp_path)
     train = _load(work / "train.py")
     assert [train.seq_split(p) for p in (0.0, 0.09, 0.1, 0.19, 0.2, 0.9)] == [4, 4, 2, 2, 1, 1]
     # the whole run on short sequences: the same tokens a step, and a different model
@@ -182,7 +220,7 @@ def test_seq_len_warmup_cuts_rows_and_keeps_the_tokens(tiny_cache: Path,
     assert timed == pytest.approx(2048 * (steps - 1), rel=1e-3)
 
 
-@pytest.mark.parametrize("name", ["03_smear_gate", "04_attn_gate", "05_unet_skips"])
+@pytest.mark.parametrize("name", ["02_smear_gate", "03_attn_gate", "06_unet_skips"])
 def test_a_gated_patch_starts_as_the_unpatched_model(name: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # their new weights start at zero: at step 0 the patched model computes what the
@@ -209,7 +247,7 @@ def test_a_gated_patch_starts_as_the_unpatched_model(name: str, tmp_path: Path,
 
 
 def test_polar_express_is_closer_to_orthogonal(tmp_path: Path) -> None:
-    base, patched = _load(EXAMPLE / "train.py"), _load(_patched("07_polar_express", tmp_path)
+    base, patched = _load(EXAMPLE / "train.py"), _load(_patched("04_polar_express", tmp_path)
                                                        / "train.py")
     gen = torch.Generator().manual_seed(0)
     for shape in [(256, 256), (512, 128), (2, 96, 256)]:
@@ -219,7 +257,7 @@ def test_polar_express_is_closer_to_orthogonal(tmp_path: Path) -> None:
         old = torch.linalg.svdvals(base.zeropower(g).float())
         new = torch.linalg.svdvals(patched.zeropower(g).float())
         assert new.max() < 1.3 and new.min() > 0
-        assert (new - 1).abs().median() < 0.5 * (old - 1).abs().median(), (shape, old, new)
+        assert (new - 1).abs().median() < 0.7 * (old - 1).abs().median(), (shape, old, new)
 
 
 def test_fp8_linear_matches_the_plain_product(tmp_path: Path) -> None:

@@ -6,12 +6,19 @@
 Run from the repository root, with no network. In order, each step logged to
 `OUT/stay.log` with its time (OUT is `--out`, or `$OUT`):
 
+Each run of the session goes in assay's sandbox where the machine has one: the run sees a
+private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
+default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
+(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
+for the runs to import.
+
 1. The session's repository in `--work` (default: a folder under the system's temporary
    folder): a fresh git repository holding examples/gpt (its `patches/` folder included)
    with `--config` (default `fidelity_session.toml`) as its `assay.toml`, committed with a
    fixed author, committer and date, so that every machine builds the same base commit.
    A repository left there by an earlier stay on the same machine is used as it is.
-2. `python prepare.py` there: the corpus and tokenizer (about a minute on an H200 machine).
+2. `python prepare.py` there: the corpus and tokenizer into `--data` (about a minute on
+   an H200 machine; nothing when an earlier stay on the machine built them).
 3. With `--state FILE` and a fresh repository: `assay import --state FILE`, the session as
    the last stay left it.
 4. `assay run --max-hours H -v`, H the time left of `--seconds` (counted from this
@@ -21,9 +28,16 @@ Run from the repository root, with no network. In order, each step logged to
 5. Into OUT: `status.txt` (`assay status`), `log.txt` (`assay log`), `journal.jsonl`
    (`assay export jsonl`), `journal.sqlite` (a consistent copy of the journal),
    `session.log` (what the run printed), `state` (`assay export --state`: what the next
-   stay imports) and `stay.json` (the base commit, each step's exit code and seconds).
+   stay imports), `best_train.py` (the `train.py` of the run branch's tip, the session's
+   incumbent: what `side_by_side.py rounds --gpt-train` runs) and `stay.json` (the base
+   commit, each step's exit code and seconds).
 
 Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
+Between stays, `OUT/state` is what has to travel: copy it into the checkout the next stay
+runs from (an untracked file travels with it) and name it with `--state`. On the
+device machine, with 9 minutes a call:
+
+    python benchmarks/karpathy/fidelity_stay.py --seconds 520 [--state carried/state]
 """
 
 from __future__ import annotations
@@ -71,6 +85,25 @@ def base_repo(repo: Path, config: Path) -> str:
                  ["commit", "-qm", "examples/gpt: the multi-fidelity session's base"]):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     return head(repo)
+
+
+def private(path: Path) -> bool:
+    """Whether a sandboxed run sees another ``path`` (under /tmp or $HOME, private there)."""
+    home = os.environ.get("HOME", "")
+    covers = [Path("/tmp"), *([Path(home)] if home and home != "/" else [])]
+    resolved = path.resolve()
+    return any(resolved == c.resolve() or c.resolve() in resolved.parents for c in covers)
+
+
+def visible_src(data: Path) -> Path:
+    """assay's ``src`` as a sandboxed run can import it: this checkout's, or a copy."""
+    src = ROOT / "src"
+    if not private(src):
+        return src
+    copy = data / "assay-src"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
 
 
 def head(repo: Path) -> str:
@@ -145,6 +178,17 @@ def copy_journal(repo: Path, to: Path) -> bool:
     return True
 
 
+def incumbent_train(repo: Path) -> str | None:
+    """train.py at the tip of the session's run branch (``assay/<name>``), if there is one."""
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/heads/assay/"],
+                          cwd=repo, capture_output=True, text=True, check=False).stdout.split()
+    if len(refs) != 1:
+        return None
+    shown = subprocess.run(["git", "show", f"{refs[0]}:train.py"], cwd=repo,
+                           capture_output=True, text=True, check=False)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -157,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                     default=Path(tempfile.gettempdir()) / "assay-fidelity-session",
                     help="the session's repository")
     ap.add_argument("--config", type=Path, default=HERE / "fidelity_session.toml")
+    ap.add_argument("--data", type=Path,
+                    default=Path(os.environ.get("GPT_CACHE_DIR", "/var/tmp/assay-gpt")),
+                    help="the corpus and tokenizer (GPT_CACHE_DIR), outside /tmp and $HOME")
     ap.add_argument("--budget", type=int, help="experiments (default: the config's)")
     ap.add_argument("--verify", action="store_true",
                     help="run `assay verify` (the final best against the base) instead")
@@ -168,15 +215,24 @@ def main(argv: list[str] | None = None) -> int:
                          "wrote into its OUT)")
     if not a.config.is_file():
         raise SystemExit(f"--config {a.config}: no such file")
-    out, repo = a.out.resolve(), a.work.resolve()
+    if private(a.data):
+        raise SystemExit(f"--data {a.data} (GPT_CACHE_DIR) lies under /tmp or $HOME, which a "
+                         "sandboxed run sees private and empty: name a folder elsewhere, "
+                         "e.g. /var/tmp/assay-gpt")
+    out, repo, data = a.out.resolve(), a.work.resolve(), a.data.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     # `python` in the session's commands is this interpreter, whatever PATH had first
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"),
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GPT_CACHE_DIR=str(data),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(visible_src(data)),
                                                          os.environ.get("PYTHONPATH")])),
                PATH=os.pathsep.join(filter(None, [str(Path(sys.executable).parent),
                                                   os.environ.get("PATH")])))
     stay = Stay(out, env)
+    for entry in filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+        if private(Path(entry)):
+            stay.note(f"warning: PYTHONPATH holds {entry}, under /tmp or $HOME: a sandboxed "
+                      "run cannot import from it")
     py, assay = sys.executable, [sys.executable, "-m", "assay"]
     fresh = not repo.exists()
     if fresh:
@@ -212,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         stay.step(name, [*assay, *args], repo, out / f"{name}.txt")
     if not copy_journal(repo, out / "journal.sqlite"):
         stay.note("no journal to copy")
+    best = incumbent_train(repo)
+    if best is None:
+        stay.note("no single run branch assay/...: no best_train.py")
+    else:
+        (out / "best_train.py").write_text(best)
     return stay.finish()
 
 

@@ -16,6 +16,9 @@ of the means:
         [--gpt-train PATH/train.py] [--runs 2] [--seconds 540]
     python benchmarks/karpathy/side_by_side.py table DIR/*.json
 
+(on a machine that keeps nothing, DIR is a folder that travels with the checkout, and the
+call copies it back out afterwards: `... rounds DIR ...; cp -r DIR "$OUT"/`).
+
 `run gpt --train PATH` (and `rounds --gpt-train PATH`) runs that file as examples/gpt's
 `train.py`, beside examples/gpt's `prepare.py`: a session's final best, say (`git show
 assay/RUN:train.py` in the session's repository). examples/gpt always runs with
