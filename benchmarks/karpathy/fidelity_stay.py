@@ -1,16 +1,11 @@
 """One stay of the multi-fidelity session on a GPU machine that keeps nothing between stays.
 
     python benchmarks/karpathy/fidelity_stay.py [--out DIR] [--state FILE] [--seconds 540]
-        [--work DIR] [--config TOML] [--budget N] [--verify]
+        [--work DIR] [--data DIR] [--config TOML] [--budget N] [--verify]
+        [--detach | --collect] [--spool DIR]
 
 Run from the repository root, with no network. In order, each step logged to
 `OUT/stay.log` with its time (OUT is `--out`, or `$OUT`):
-
-Each run of the session goes in assay's sandbox where the machine has one: the run sees a
-private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
-default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
-(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
-for the runs to import.
 
 1. The session's repository in `--work` (default: a folder under the system's temporary
    folder): a fresh git repository holding examples/gpt (its `patches/` folder included)
@@ -33,17 +28,23 @@ for the runs to import.
    commit, each step's exit code and seconds).
 
 Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
-
-A call of 9 minutes holds one 300 s run at most. Where the machine stays held longer than
-one call (up to 30 minutes), `--detach` starts the stay in a process session of its own,
-its results going to `--spool` (default `/var/tmp/assay-fidelity-spool`), and returns at
-once; a later call's `--collect` copies the spool into OUT and exits 0 when the stay has
-ended, 3 while it runs (`--seconds` then counts the whole detached stay).
 Between stays, `OUT/state` is what has to travel: copy it into the checkout the next stay
-runs from (an untracked file travels with it) and name it with `--state`. On the
-device machine, with 9 minutes a call:
+runs from (an untracked file travels with it) and name it with `--state`:
 
     python benchmarks/karpathy/fidelity_stay.py --seconds 520 [--state carried/state]
+
+Each run of the session goes in assay's sandbox where the machine has one: the run sees a
+private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
+default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
+(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
+for the runs to import.
+
+A call of 9 minutes holds one 300 s run at most (and a block of two 300 s runs not at
+all). Where the machine stays held longer than one call (up to 30 minutes), `--detach`
+starts the stay in a process session of its own, its results going to `--spool` (default
+`/var/tmp/assay-fidelity-spool`), and returns at once; a later call's `--collect` copies
+the spool into OUT and exits 0 when the stay has ended, 3 while it runs (`--seconds` then
+counts the whole detached stay).
 """
 
 from __future__ import annotations
