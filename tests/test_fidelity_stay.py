@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,3 +139,45 @@ def test_a_second_stay_goes_on_from_the_first_ones_state(tmp_path: Path, data: P
     # the second stay holds the first one's experiments and blocks, and measured more
     assert _count(two / "journal.sqlite", "experiments") >= experiments
     assert _count(two / "journal.sqlite", "blocks") > blocks
+
+
+@pytest.mark.slow
+def test_a_detached_stay_is_collected_once_it_ends(tmp_path: Path, data: Path) -> None:
+    # a stay given no time for a run: it prepares the data and records the rest, detached
+    env = dict(os.environ, GPT_PRESET="tiny", OMP_NUM_THREADS="1")
+    spool, out = tmp_path / "spool", tmp_path / "out"
+    cmd = [sys.executable, str(SCRIPT), "--out", str(tmp_path / "unused"), "--work",
+           str(tmp_path / "machine"), "--data", str(data), "--spool", str(spool)]
+    started = subprocess.run([*cmd, "--seconds", "1", "--detach"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert started.returncode == 0, started.stderr
+    assert f"results in {spool}" in started.stdout
+    pid = int((spool / "pid").read_text())
+    collect = [*cmd[:2], "--out", str(out), "--spool", str(spool), "--collect"]
+    deadline = time.monotonic() + 240
+    while True:
+        got = subprocess.run(collect, cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=60, check=False)
+        if got.returncode != 3 or time.monotonic() > deadline:
+            break
+        assert "still running" in got.stdout
+        time.sleep(2)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "the detached stay has ended" in got.stdout
+    log = (out / "stay.log").read_text()
+    assert "prepare: exit 0" in log and "run: not started, the stay's time is spent" in log
+    assert json.loads((out / "stay.json").read_text())["steps"][0]["step"] == "prepare"
+    assert not (tmp_path / "unused").exists()  # the detached stay wrote to the spool
+    # and it is gone (or a zombie, where nothing reaps the orphans of a container)
+    deadline = time.monotonic() + 30
+    while _running(pid):
+        assert time.monotonic() < deadline, f"the detached stay {pid} still runs"
+        time.sleep(0.5)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"

@@ -1,16 +1,11 @@
 """One stay of the multi-fidelity session on a GPU machine that keeps nothing between stays.
 
     python benchmarks/karpathy/fidelity_stay.py [--out DIR] [--state FILE] [--seconds 540]
-        [--work DIR] [--config TOML] [--budget N] [--verify]
+        [--work DIR] [--data DIR] [--config TOML] [--budget N] [--verify]
+        [--detach | --collect] [--spool DIR]
 
 Run from the repository root, with no network. In order, each step logged to
 `OUT/stay.log` with its time (OUT is `--out`, or `$OUT`):
-
-Each run of the session goes in assay's sandbox where the machine has one: the run sees a
-private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
-default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
-(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
-for the runs to import.
 
 1. The session's repository in `--work` (default: a folder under the system's temporary
    folder): a fresh git repository holding examples/gpt (its `patches/` folder included)
@@ -34,10 +29,22 @@ for the runs to import.
 
 Exit status 0 when every step ended 0 (a run that stopped at its time limit included).
 Between stays, `OUT/state` is what has to travel: copy it into the checkout the next stay
-runs from (an untracked file travels with it) and name it with `--state`. On the
-device machine, with 9 minutes a call:
+runs from (an untracked file travels with it) and name it with `--state`:
 
     python benchmarks/karpathy/fidelity_stay.py --seconds 520 [--state carried/state]
+
+Each run of the session goes in assay's sandbox where the machine has one: the run sees a
+private, empty `/tmp` and `$HOME`. So the corpus goes to `--data` (`GPT_CACHE_DIR`,
+default `/var/tmp/assay-gpt`), which must lie outside both, and where this checkout does
+(the `assay` package that `prepare.py` imports), its `src` folder is copied into `--data`
+for the runs to import.
+
+A call of 9 minutes holds one 300 s run at most (and a block of two 300 s runs not at
+all). Where the machine stays held longer than one call (up to 30 minutes), `--detach`
+starts the stay in a process session of its own, its results going to `--spool` (default
+`/var/tmp/assay-fidelity-spool`), and returns at once; a later call's `--collect` copies
+the spool into OUT and exits 0 when the stay has ended, 3 while it runs (`--seconds` then
+counts the whole detached stay).
 """
 
 from __future__ import annotations
@@ -189,6 +196,37 @@ def incumbent_train(repo: Path) -> str | None:
     return shown.stdout if shown.returncode == 0 else None
 
 
+def detach(argv: list[str], spool: Path) -> int:
+    """This stay again, in a process session of its own, its OUT the spool."""
+    if spool.exists():
+        shutil.rmtree(spool)
+    spool.mkdir(parents=True)
+    args = [w for w in argv if w != "--detach"]
+    with open(spool / "detached.log", "w", encoding="utf-8") as fh:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *args,
+                                 "--out", str(spool)], stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                cwd=os.getcwd())
+    (spool / "pid").write_text(f"{proc.pid}\n")
+    print(f"detached: pid {proc.pid}, results in {spool}; collect them with --collect")
+    return 0
+
+
+def collect(spool: Path, out: Path) -> int:
+    """The spool's files into ``out``; 0 when the detached stay has ended, 3 while it runs."""
+    if not (spool / "pid").is_file():
+        raise SystemExit(f"--collect: no detached stay in {spool} (start one with --detach)")
+    done = (spool / "stay.json").is_file()
+    out.mkdir(parents=True, exist_ok=True)
+    for f in spool.iterdir():
+        if f.is_file():
+            shutil.copy(f, out / f.name)
+    log = (spool / "stay.log").read_text() if (spool / "stay.log").exists() else ""
+    print(log.rstrip().splitlines()[-1] if log.strip() else "(nothing logged yet)")
+    print("the detached stay has ended" if done else "the detached stay is still running")
+    return 0 if done else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -207,9 +245,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, help="experiments (default: the config's)")
     ap.add_argument("--verify", action="store_true",
                     help="run `assay verify` (the final best against the base) instead")
+    ap.add_argument("--detach", action="store_true",
+                    help="start the stay in a session of its own, results to --spool")
+    ap.add_argument("--collect", action="store_true",
+                    help="copy a detached stay's results from --spool into OUT")
+    ap.add_argument("--spool", type=Path, default=Path("/var/tmp/assay-fidelity-spool"))
     a = ap.parse_args(argv)
     if a.out is None:
         raise SystemExit("no --out and no $OUT: name a folder for the stay's results")
+    if a.collect:
+        return collect(a.spool, a.out)
     if a.state is not None and not a.state.is_file():
         raise SystemExit(f"--state {a.state}: no such file (the `state` an earlier stay "
                          "wrote into its OUT)")
@@ -219,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--data {a.data} (GPT_CACHE_DIR) lies under /tmp or $HOME, which a "
                          "sandboxed run sees private and empty: name a folder elsewhere, "
                          "e.g. /var/tmp/assay-gpt")
+    if a.detach:
+        return detach(sys.argv[1:] if argv is None else argv, a.spool.resolve())
     out, repo, data = a.out.resolve(), a.work.resolve(), a.data.resolve()
     out.mkdir(parents=True, exist_ok=True)
     data.mkdir(parents=True, exist_ok=True)
