@@ -303,6 +303,32 @@ def test_max_hours_refuses_a_decisive_block_it_cannot_finish(tmp_path: Path) -> 
     assert f"next: {summary.awaiting[0]}" in shown.stdout
 
 
+def test_a_candidate_waiting_for_a_longer_stay_does_not_stop_the_screening(
+        tmp_path: Path) -> None:
+    """Under --max-hours a promoted candidate whose block at BUDGET=3 cannot end in the time
+    left waits for the next run, and the cheap level goes on screening the next candidate
+    in the meantime (a short stay on a rented GPU still screens)."""
+    root = target(tmp_path)
+    api.run(root, proposer_obj=Listed("z", "w"), budget=2)  # both stopped at BUDGET=1
+    db = root / ".assay" / "journal.sqlite"
+    with sqlite3.connect(db) as c:  # slow enough that a block at BUDGET=3 never fits
+        c.execute("UPDATE blocks SET wall_s = 600.0 * length(run_order) WHERE state = 'done'")
+    summary = api.run(root, proposer_obj=Listed("x", "b"), budget=2, max_hours=1.0)
+    x, b = (by_hypothesis(root)[f"use {n}"] for n in ("x", "b"))
+    j = journal(root)
+    try:
+        levels = {n: [(r.level, r.state.value) for r in j.blocks(str(e["id"]))]
+                  for n, e in (("x", x), ("b", b))}
+    finally:
+        j.close()
+    # x waits at BUDGET=3 and b was still screened at BUDGET=1 after x was promoted
+    assert levels["x"][-1] == (1, "queued"), levels
+    assert [lv for lv, st in levels["b"] if st == "done"] and \
+        all(lv == 0 for lv, st in levels["b"] if st == "done"), levels
+    assert "not started" in summary.stopped
+    assert summary.awaiting and summary.awaiting[0].startswith("2 candidates await BUDGET=3")
+
+
 def test_the_final_verification_measures_at_the_last_level(tmp_path: Path) -> None:
     """The run's closing baseline-vs-best measurement is at the level keeps are decided at:
     both sides at BUDGET=3, the level's parameter never a side's own."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..config.fidelity import FidelitySpec
 from ..journal.store import Journal
-from ..model import BlockRow
+from ..model import BlockRow, BlockState
 from .levels import level_pace
 
 Until = Callable[[], str]  # '' to go on; otherwise why the run ends
@@ -48,6 +48,18 @@ class Pace:
         if self.drive.deadline is not None:
             recent = self.journal.run_pace()
             self.seconds = statistics.median(recent) if recent else None
+
+    def waiting(self) -> int:
+        """Queued blocks that hold back new candidates: all of them, except, with
+        ``[fidelity]``, blocks above the first level that cannot end in the time left (a
+        promoted candidate waiting for a longer stay must not stop the cheap screening)."""
+        rows = self.journal.blocks(states=(BlockState.QUEUED,))
+        if self.fidelity is None or self.drive.deadline is None:
+            return len(rows)
+        short = self.short
+        held = sum(1 for r in rows if r.level == 0 or self.fits(r))
+        self.short = short  # asking is not dispatching: what was left unstarted is unchanged
+        return held
 
     def fits(self, row: BlockRow) -> bool:
         """Whether ``row`` can end before the deadline, at the recent blocks' pace (a block

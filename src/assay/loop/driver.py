@@ -380,7 +380,7 @@ class Loop:
             raise AssayError("call begin() before step()")
         if st.before_step(d, self.lock_held):
             return False
-        queued = self.journal.count_blocks((BlockState.QUEUED,))
+        queued = pace.waiting()
         free = self.executor.free_slots()
         room = d.budget - self.journal.count_experiments()
         if (d.propose and self.noise.done and not st.exhausted and room > 0 and free > queued
