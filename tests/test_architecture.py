@@ -31,9 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stores", (
         "journal", "journal.blocks", "journal.connection", "journal.events", "journal.experiments",
         "journal.lock", "journal.meta", "journal.model_calls", "journal.rows", "journal.schema",
-        "journal.seal", "journal.store", "journal.views", "repo", "repo.applied", "repo.git",
-        "repo.holdout", "repo.merge", "repo.paramdiff", "repo.plumbing", "repo.repository",
-        "repo.tidy", "repo.treestate", "repo.workspace",
+        "journal.seal", "journal.store", "journal.views", "repo", "repo.applied", "repo.carry",
+        "repo.git", "repo.holdout", "repo.merge", "repo.paramdiff", "repo.plumbing",
+        "repo.repository", "repo.tidy", "repo.treestate", "repo.workspace",
     )),
     ("mechanics", (
         "bench", "bench.checks", "bench.contain", "bench.fingerprint", "bench.meter",
@@ -72,8 +72,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "research.diffs", "research.focus", "research.gaps", "research.index", "research.measure",
         "research.peaks", "research.profile", "research.remote", "research.rerank",
         "research.research_journal", "research.result", "research.roofline", "research.run",
-        "research.sources", "research.store", "research.waves", "testing", "testing.executors",
-        "testing.proposers", "testing.repository", "testing.rules",
+        "research.sources", "research.store", "research.waves", "state", "testing",
+        "testing.executors", "testing.proposers", "testing.repository", "testing.rules",
     )),
     ("api", (
         "api",

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import keys
+from . import keys, state
 from .assemble import build_proposer
 from .assemble import journal_path as journal_path
 from .assemble import load as load
@@ -110,6 +110,9 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
     try:
         stored = journal.run_name()
         ws = Workspace(target, name or stored or target.run.name or "main")
+        # a copy of .assay from another machine: its commits and slot trees made this clone's
+        carried = [*state.ensure_commits(target, journal), *_adopted(ws.adopt_trees())] \
+            if lock else []
         prop = proposer or build_proposer(target, journal, retry=retry)
         confinement = contain.gate(prop.name, unconfined)
         exe = executor or build_executor(target, ws)
@@ -125,6 +128,8 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
             loop.emit("skip", line)
         if run_lock.took_over:
             loop.emit("lock", run_lock.took_over)
+        for line in carried:
+            loop.emit("resume", line)
         if reaped:
             loop.emit("resume", f"killed {len(reaped)} process(es) left running by a dead run: "
                                 f"{', '.join(map(str, reaped))}")
@@ -138,12 +143,19 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         if locks:
             loop.emit("resume", f"removed {len(locks)} git lock file(s) left by a dead run")
         yield loop
+        if lock:
+            state.save_commits(target, journal)  # for the next machine: see assay.state
     finally:
         if exe is not None and executor is None:
             exe.close()  # a cloud pool must not outlive a session that never ran the loop
         journal.close()
         if lock:
             run_lock.release()
+
+
+def _adopted(trees: list[str]) -> list[str]:
+    return [f"slot trees copied from another clone are this clone's now: {', '.join(trees)}"
+            ] if trees else []
 
 
 def run(root: str | Path = ".", *, budget: int | None = None, proposer: str | None = None,
@@ -392,6 +404,18 @@ def export(fmt: str, root: str | Path = ".", out: str | Path | None = None,
     if out is not None:
         Path(out).write_text(text)
     return text
+
+
+def export_state(out: str | Path, root: str | Path = ".", config: str | None = None
+                 ) -> state.StateFile:
+    """The run's state in one file, for another machine (``assay export --state``)."""
+    return state.export_state(load(root, config), out)
+
+
+def import_state(file: str | Path, root: str | Path = ".", config: str | None = None,
+                 force: bool = False) -> list[str]:
+    """Restore a state file into this clone (``assay import --state``); what was done."""
+    return state.import_state(load(root, config), file, force=force)
 
 
 def init(root: str | Path = ".", force: bool = False, ask: Any = None,

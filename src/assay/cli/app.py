@@ -332,8 +332,23 @@ def export(fmt: str = typer.Argument("tsv", help="tsv (results.tsv), jsonl or cs
            for_proposers: bool = typer.Option(
                False, "--for-proposers", help="For a proposer to read (e.g. pi-autoresearch's "
                "log.jsonl): reasons holding held-out results are withheld."),
+           state: Path | None = typer.Option(
+               None, "--state", help="Instead: write the run's whole state (journal, its key, "
+               "the run's commits) into this one file, for `assay import --state` in a clone "
+               "on another machine."),
            ) -> None:
-    """Export the journal: results.tsv (karpathy columns), JSONL or CSV."""
+    """Export the journal: results.tsv (karpathy columns), JSONL or CSV; or, with --state,
+    everything a session needs to go on elsewhere."""
+    if state is not None:
+        try:
+            info = api.export_state(state, root, config)
+        except AssayError as exc:
+            fail(exc)
+        console.print(f"wrote {escape(info.path)}: run {escape(info.run)}, "
+                      f"{plural(info.experiments, 'experiment')}, incumbent {info.incumbent[:12]}"
+                      f", {info.files} files, {info.bytes / 1024:.0f} KiB; on the next machine: "
+                      "assay import --state FILE, then assay run", highlight=False)
+        return
     try:
         text = api.export(fmt, root, out, config, for_proposers=for_proposers)
     except (AssayError, ValueError) as exc:
@@ -343,6 +358,22 @@ def export(fmt: str = typer.Argument("tsv", help="tsv (results.tsv), jsonl or cs
         sys.stdout.write(text)
     else:
         console.print(f"wrote {out}")
+
+
+@app.command("import")
+def import_(state: Path = typer.Option(..., "--state", help="A file `assay export --state` "
+                                       "wrote."),
+            root: Path = ROOT, config: str | None = CONFIG,
+            force: bool = typer.Option(False, "--force", help="Replace this clone's journal "
+                                       "(it is archived under .assay/archive/ first)."),
+            ) -> None:
+    """Restore a run's state into this clone, so that `assay run` goes on from it."""
+    try:
+        done = api.import_state(state, root, config, force=force)
+    except AssayError as exc:
+        fail(exc)
+    for line in done:
+        console.print(escape(line), highlight=False)
 
 
 def _unloadable(name: str, exc: BaseException) -> None:

@@ -178,6 +178,17 @@ class Journal(MetaStore, ExperimentStore, BlockStore, EventStore, ModelCallStore
             seal.mark(self.path, self._key)
             seal.release(self.path)
 
+    def backup(self, dest: Path) -> None:
+        """A consistent copy of the journal in the file ``dest`` (SQLite's online backup:
+        whole even while a run writes; its seals and their triggers come with it, its key
+        does not: copy ``<journal>-key`` beside it)."""
+        out = sqlite3.connect(str(dest))
+        try:
+            with self._lock:
+                self.conn.raw.backup(out)
+        finally:
+            out.close()
+
     def is_ready(self) -> bool:
         """Whether the schema is in place (False while a first run is still creating it)."""
         try:

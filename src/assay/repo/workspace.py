@@ -10,6 +10,7 @@ outputs survive, so builds stay warm), and records kept candidates as commits on
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import math
 import operator
@@ -25,7 +26,7 @@ from typing import Any
 from ..config.spec import ParamSpec, Target, glob_match
 from ..errors import PatchError, WorkspaceError
 from ..model import ParamValue
-from . import applied
+from . import applied, carry
 from .git import git
 from .holdout import holdout_files
 
@@ -302,11 +303,14 @@ class Workspace:
     def branch(self) -> str:
         return f"assay/{self.run_name}"
 
-    def _exclude_state_dir(self) -> None:
+    @functools.cached_property
+    def _common(self) -> Path:
+        """The repository's git directory (shared by its worktrees), resolved."""
         common = Path(git(["rev-parse", "--git-common-dir"], self.root).stdout.strip())
-        if not common.is_absolute():
-            common = self.root / common
-        exclude = common / "info" / "exclude"
+        return (common if common.is_absolute() else self.root / common).resolve()
+
+    def _exclude_state_dir(self) -> None:
+        exclude = self._common / "info" / "exclude"
         exclude.parent.mkdir(parents=True, exist_ok=True)
         text = exclude.read_text() if exclude.exists() else ""
         if "/.assay/" not in text.splitlines():
@@ -330,7 +334,53 @@ class Workspace:
         if existing:
             return existing
         git(["update-ref", ref, base, ""], self.root)
+        self.save_commits()
         return base
+
+    @property
+    def bundle(self) -> Path:
+        """``.assay/commits.bundle``: the run branches, for another clone to fetch."""
+        return self.state / carry.BUNDLE_NAME
+
+    def save_commits(self, named: Sequence[str] = ()) -> None:
+        """Write the run branches (and the ``named`` commits) into :attr:`bundle`, so that
+        a copy of ``.assay`` carries them to a fresh clone (:mod:`assay.repo.carry`)."""
+        carry.write_bundle(self.root, self.bundle, named)
+
+    def adopt_trees(self) -> list[str]:
+        """Make the slot trees under ``.assay/worktrees`` worktrees of this clone again.
+
+        A copy of ``.assay`` from another clone (another machine) holds trees whose ``.git``
+        file points at that clone: each is registered here afresh, its untracked files
+        (warm build outputs) kept. Call only while holding the run lock. Returns the names
+        of the trees adopted."""
+        if not self.trees.is_dir():
+            return []
+        adopted: list[str] = []
+        for tree in sorted(self.trees.iterdir()):
+            if tree.is_dir() and (tree / ".git").is_file() and self._foreign(tree):
+                self._readopt(tree)
+                adopted.append(tree.name)
+        return adopted
+
+    def _foreign(self, tree: Path) -> bool:
+        """Whether ``tree``'s ``.git`` file names no worktree of this clone."""
+        line = (tree / ".git").read_text(errors="replace").strip()
+        gitdir = Path(line.split(":", 1)[1].strip()) if line.startswith("gitdir:") else None
+        return gitdir is None or not gitdir.is_absolute() or not gitdir.is_dir() or \
+            gitdir.resolve().parent != self._common / "worktrees"
+
+    def _readopt(self, tree: Path) -> None:
+        aside = tree.with_name(f".{tree.name}.adopting")
+        shutil.rmtree(aside, ignore_errors=True)
+        tree.rename(aside)
+        (aside / ".git").unlink()
+        git(["worktree", "prune"], self.root)
+        git(["worktree", "add", "--detach", "-f", "--no-checkout", str(tree), "HEAD"],
+            self.root)
+        for item in aside.iterdir():
+            item.rename(tree / item.name)
+        aside.rmdir()
 
     def clear_stale_locks(self) -> list[str]:
         """Remove git lock files a killed run left in assay's own worktrees and run branch.
@@ -361,6 +411,8 @@ class Workspace:
     def tree(self, name: str) -> Path:
         """A persistent worktree ``.assay/worktrees/<name>`` (created on first use)."""
         path = self.trees / name
+        if (path / ".git").is_file() and self._foreign(path):
+            self._readopt(path)  # a tree copied from another clone
         if not (path / ".git").exists():
             self.trees.mkdir(parents=True, exist_ok=True)
             git(["worktree", "prune"], self.root)
@@ -498,6 +550,7 @@ class Workspace:
         ref = f"refs/heads/{self.branch}"
         old_tip = git(["rev-parse", "--verify", "-q", ref], self.root, check=False).stdout.strip()
         git(["update-ref", ref, sha, old_tip or ""], self.root)
+        self.save_commits()
         return sha
 
     def file_at(self, commit: str, path: str) -> str:
