@@ -163,7 +163,7 @@ class BlockStore(Store):
             sql += " AND block_id = ?"
             args.append(block_id)
         sql += " ORDER BY created_at, block_id, idx"
-        return [run_of(r) for r in self.conn.execute(sql, args)]
+        return [run_of(r, self.logs_home) for r in self.conn.execute(sql, args)]
 
     def recent_incumbent_values(self, slot: str, metric: str, commit: str, limit: int = 8,
                                 exclude_experiment: str | None = None) -> tuple[float, ...]:

@@ -73,6 +73,11 @@ class Store:
         self._writer = False  # a writable connection to a journal file
         self._verified = False  # its seals were checked at open (see seal.mark)
 
+    @property
+    def logs_home(self) -> Path | None:
+        """The folder the journal's run logs live under (None for a journal in memory)."""
+        return None if str(self.path) == ":memory:" else self.path.parent.absolute()
+
     @contextmanager
     def tx(self) -> Iterator[Serialized]:
         """A write transaction (BEGIN IMMEDIATE); nested calls join the outer one."""

@@ -4,9 +4,11 @@ one reader per table (an experiment, a run, a block, a decision, an event)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from ..model import (
@@ -82,12 +84,28 @@ def experiment_of(r: sqlite3.Row) -> Experiment:
                       patch_loaded=loaded)
 
 
-def run_of(r: sqlite3.Row) -> RunResult:
+def moved_log(path: str, state: Path | None) -> str:
+    """A run's log as recorded, or, when that file is gone and its path runs through a
+    folder named as the journal's (``.assay``), the same file in the journal's own folder
+    ``state``: a journal copied from another clone or machine finds its logs beside it."""
+    if not path or state is None or os.path.exists(path):
+        return path
+    parts = Path(path).parts
+    if state.name not in parts:
+        return path
+    i = len(parts) - 1 - parts[::-1].index(state.name)
+    moved = state.joinpath(*parts[i + 1:])
+    return str(moved) if moved.exists() else path
+
+
+def run_of(r: sqlite3.Row, state: Path | None = None) -> RunResult:
+    """A run; ``state``: the journal's folder, where a copied journal's logs are found."""
     return RunResult(run_id=r["id"], block_id=r["block_id"], experiment_id=r["experiment_id"],
                      role=Role(r["role"]), index=r["idx"], status=RunStatus(r["status"]),
                      metrics=json.loads(r["metrics"]), reason=r["reason"],
-                     exit_code=r["exit_code"], wall_s=r["wall_s"], stdout_path=r["stdout_path"],
-                     stderr_path=r["stderr_path"], slot=r["slot"],
+                     exit_code=r["exit_code"], wall_s=r["wall_s"],
+                     stdout_path=moved_log(r["stdout_path"], state),
+                     stderr_path=moved_log(r["stderr_path"], state), slot=r["slot"],
                      holdout=json.loads(r["holdout"]))
 
 

@@ -60,7 +60,7 @@ class ViewQueries(Store):
         """Every run of these experiments (all when None), by experiment, in order."""
         out: dict[str, list[RunResult]] = {}
         for r in self._many("runs", exp_ids, "created_at, block_id, idx"):
-            out.setdefault(r["experiment_id"], []).append(run_of(r))
+            out.setdefault(r["experiment_id"], []).append(run_of(r, self.logs_home))
         return out
 
     def decisions_of(self, exp_ids: Sequence[str] | None = None) -> dict[str, list[Decision]]:

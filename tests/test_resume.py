@@ -1,0 +1,249 @@
+"""A session goes on in a fresh clone on another machine: from a copy of ``.assay``, or
+from the one file ``assay export --state`` writes. Real git clones of one origin, the real
+command line in subprocesses, the first clone deleted before the second goes on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import assay
+from assay import api
+from assay.journal.store import Journal
+from tests.conftest import git, make_repo
+from tests.scripted import DRAW
+
+SRC = str(Path(assay.__file__).resolve().parents[1])
+CLI = [sys.executable, "-c", "from assay.cli.app import main; main()"]
+
+# Three knobs far enough apart that patches to each merge onto one another.
+KNOBS = "WORK = 1000\n" + "# -\n" * 8 + "MUL = 1\n" + "# -\n" * 8 + "DIV = 1\n"
+BENCH = DRAW + """
+import time
+import knobs
+
+time.sleep(0.15)
+print(f"METRIC speed={1e6 * knobs.DIV / (knobs.WORK * knobs.MUL) * draw():.3f}")
+"""
+CONFIG = """\
+[metric]
+name = "speed"
+direction = "maximize"
+
+[commands]
+bench = "{python} bench.py"
+bench_timeout = 30
+
+[scope]
+editable = ["knobs.py"]
+protected = ["bench.py", "patches/*"]
+
+[proposer.queue]
+path = "patches"
+
+[run]
+slots = 1
+budget = 3
+proposer = "queue"
+verify = false
+
+[decision]
+rule = "fixed"
+max_pairs = 4
+pairs_per_block = 2
+aa_blocks = 6
+delta = 0.02
+"""
+PATCHES = (("1-faster.patch", "half the work", "WORK = 1000", "WORK = 500"),
+           ("2-slower.patch", "twice the cost", "MUL = 1", "MUL = 2"),
+           ("3-faster.patch", "a third of the cost", "DIV = 1", "DIV = 3"))
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "COLUMNS": "200"}
+
+
+def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env=_env())
+
+
+def _origin(tmp: Path) -> Path:
+    """A bare origin holding the target and its queued patches."""
+    src = make_repo(tmp / "src", {"bench.py": BENCH, "knobs.py": KNOBS, "README.md": "t\n",
+                                  "assay.toml": CONFIG.format(python=sys.executable)})
+    (src / "patches").mkdir()
+    for name, hyp, old, new in PATCHES:
+        (src / "knobs.py").write_text(KNOBS.replace(old, new))
+        (src / "patches" / name).write_text(f"# hypothesis: {hyp}\n" + git(src, "diff"))
+        (src / "knobs.py").write_text(KNOBS)
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "queued patches")
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(tmp / "origin.git")],
+                   check=True)
+    return tmp / "origin.git"
+
+
+def _clone(origin: Path, dest: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(origin), str(dest)], check=True)
+    return dest
+
+
+def _has(root: Path, commit: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root,
+                          capture_output=True).returncode == 0
+
+
+def _stop_mid_second(root: Path, sig: int) -> str:
+    """Run the session in ``root`` and send ``sig`` once e0002 has a measured block (its
+    second still to come); what it printed."""
+    proc = subprocess.Popen([*CLI, "run", "-C", str(root), "-v"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_env())
+    assert proc.stdout is not None
+    seen: list[str] = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("e0002: 2 of 4 pairs measured"):
+            proc.send_signal(sig)
+            break
+    out, _ = proc.communicate(timeout=120)
+    return "".join(seen) + out
+
+
+def _calibration_blocks(root: Path) -> list[str]:
+    journal = Journal.open(root / ".assay" / "journal.sqlite", readonly=True)
+    try:
+        return [b.id for b in journal.blocks("cal")]
+    finally:
+        journal.close()
+
+
+def test_a_copy_of_the_state_folder_goes_on_in_a_fresh_clone(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    out = _stop_mid_second(a, signal.SIGINT)
+    assert "e0001 kept" in out, out
+    before = api.status(a)
+    kept = before["incumbent"]["commit"]
+    assert before["counts"].get("kept") == 1 and before["open"], before  # e0002 undecided
+    first_runs = [r["run_id"] for r in api.show("e0002", a)["runs"]]
+    assert len(first_runs) == 4  # one block of two pairs measured on the first machine
+    cal = _calibration_blocks(a)
+    assert cal
+
+    b = _clone(origin, tmp_path / "b")
+    shutil.copytree(a / ".assay", b / ".assay", symlinks=True)
+    shutil.rmtree(a)  # the first machine is gone
+    assert not _has(b, kept)
+    r = cli("run", "-C", str(b), "-v")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fetched the run's commits" in r.stdout
+    assert "slot trees copied from another clone" in r.stdout
+    assert "measuring noise" not in r.stdout  # the A/A calibration is reused
+    assert "resuming session 1" in r.stdout
+
+    after = api.status(b)
+    assert _calibration_blocks(b) == cal
+    assert after["experiments"] == 3  # the budget of 3 counted across both machines
+    states = {e["id"]: e["state"] for e in api.log(b)}
+    assert states == {"e0001": "kept", "e0002": "discarded", "e0003": "kept"}
+    second = api.show("e0002", b)
+    assert [r["run_id"] for r in second["runs"]][:4] == first_runs  # not re-run from scratch
+    assert len(second["runs"]) == 8
+    assert {b_["id"] for b_ in second["blocks"]} == {"e0002-b1", "e0002-b2"}
+    # the kept commit of the first machine is on this clone's run branch, under the new keep
+    assert _has(b, kept)
+    tip = git(b, "rev-parse", "assay/main").strip()
+    assert git(b, "merge-base", "--is-ancestor", kept, tip) == ""
+    assert "DIV = 3" in git(b, "show", "assay/main:knobs.py")
+    assert "WORK = 500" in git(b, "show", "assay/main:knobs.py")
+    # the slot trees are this clone's worktrees; the logs measured there are found here
+    trees = git(b, "worktree", "list", "--porcelain")
+    assert str(b / ".assay" / "worktrees" / "s0-a") in trees
+    assert Path(second["runs"][0]["stdout_path"]).is_file()
+    assert str(b) in second["runs"][0]["stdout_path"]
+
+
+def test_export_and_import_of_the_state_go_on_after_a_kill(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    out = _stop_mid_second(a, signal.SIGKILL)  # the machine's time ran out
+    assert "e0001 kept" in out, out
+    kept = api.status(a)["incumbent"]["commit"]
+    first_runs = [r["run_id"] for r in api.show("e0002", a)["runs"]]
+    state = tmp_path / "run.state"
+    r = cli("export", "--state", str(state), "-C", str(a))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "wrote" in r.stdout and "assay import --state" in r.stdout
+    with tarfile.open(state) as tar:
+        names = set(tar.getnames())
+    assert {"assay-state.json", "state/journal.sqlite", "state/journal.sqlite-key",
+            "state/commits.bundle"} <= names
+    assert not any("/worktrees/" in n or "/pycache/" in n for n in names)
+    shutil.rmtree(a)
+
+    b = _clone(origin, tmp_path / "b")
+    r = cli("import", "--state", str(state), "-C", str(b))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "assay/main at" in r.stdout
+    assert _has(b, kept) and git(b, "rev-parse", "assay/main").strip() == kept
+    r = cli("run", "-C", str(b), "-v")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "measuring noise" not in r.stdout
+    assert "resuming session 1" in r.stdout  # the killed session, its budget with it
+    states = {e["id"]: e["state"] for e in api.log(b)}
+    assert states == {"e0001": "kept", "e0002": "discarded", "e0003": "kept"}
+    assert [r["run_id"] for r in api.show("e0002", b)["runs"]][:4] == first_runs
+
+
+def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    r = cli("run", "-C", str(a), "--budget", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    state = tmp_path / "run.state"
+    assert cli("export", "--state", str(state), "-C", str(a)).returncode == 0
+
+    # a clone of another repository: the commits the run builds on are not there
+    other = make_repo(tmp_path / "other", {"bench.py": BENCH, "knobs.py": KNOBS,
+                                           "assay.toml": CONFIG.format(python=sys.executable)})
+    r = cli("import", "--state", str(state), "-C", str(other))
+    assert r.returncode == 2
+    assert "lacks" in r.stderr and "another repository" in r.stderr, r.stderr
+    assert not (other / ".assay" / "journal.sqlite").exists()
+    assert git(other, "branch", "--list", "assay/*") == ""
+
+    # a damaged file: cut short, or not a state file at all
+    cut = tmp_path / "cut.state"
+    cut.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    b = _clone(origin, tmp_path / "b")
+    for bad in (cut, tmp_path / "a" / "README.md", tmp_path / "missing.state"):
+        r = cli("import", "--state", str(bad), "-C", str(b))
+        assert r.returncode == 2, r.stdout
+        assert "error:" in r.stderr and str(bad) in r.stderr.replace("\n", "")
+        assert "Traceback" not in r.stderr
+        assert not (b / ".assay" / "journal.sqlite").exists()
+
+    # a journal here already: refused unless --force, which archives it first
+    assert cli("import", "--state", str(state), "-C", str(b)).returncode == 0
+    r = cli("import", "--state", str(state), "-C", str(b))
+    assert r.returncode == 2 and "--force" in r.stderr
+    r = cli("import", "--state", str(state), "-C", str(b), "--force")
+    assert r.returncode == 0, r.stderr
+    archived = list((b / ".assay" / "archive").glob("*/journal.sqlite"))
+    assert len(archived) == 1 and (archived[0].parent / "journal.sqlite-key").is_file()
+    assert api.status(b)["counts"] == {"kept": 1}
+
+    # a copy of .assay without its bundle, into a clone lacking the commits: said, not run
+    c = _clone(origin, tmp_path / "c")
+    shutil.copytree(a / ".assay", c / ".assay", symlinks=True)
+    (c / ".assay" / "commits.bundle").unlink()
+    r = cli("run", "-C", str(c))
+    assert r.returncode == 2
+    assert "lacks 1 commit(s)" in r.stderr and "export --state" in r.stderr, r.stderr
