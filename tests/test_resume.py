@@ -12,6 +12,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 import assay
 from assay import api
 from assay.journal.store import Journal
@@ -247,3 +249,99 @@ def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
     r = cli("run", "-C", str(c))
     assert r.returncode == 2
     assert "lacks 1 commit(s)" in r.stderr and "export --state" in r.stderr, r.stderr
+
+
+GPT = Path(__file__).resolve().parents[1] / "examples" / "gpt"
+GPT_CONFIG = """\
+[metric]
+name = "val_bpb"
+direction = "minimize"
+unit = "bits/byte"
+reader = "summary_block"
+bounds = [0.05, 20.0]
+
+[commands]
+build = "python prepare.py"
+bench = "python train.py"
+bench_timeout = 300
+
+[scope]
+editable = ["train.py"]
+protected = ["prepare.py", "program.md"]
+
+[env]
+allow = ["PATH", "HOME", "LANG", "TMPDIR", "USER", "PYTHONPATH", "VIRTUAL_ENV"]
+
+[env.set]
+PYTHONUNBUFFERED = "1"
+GPT_PRESET = "tiny"
+GPT_TIME_BUDGET = "1"
+OMP_NUM_THREADS = "1"
+
+[[params]]
+name = "LR_MULT"
+type = "float"
+choices = [0.02, 0.5, 1.0]
+apply = "assign"
+file = "train.py"
+default = 0.02
+
+[proposer.sweep]
+sampler = "grid"
+
+[run]
+slots = 1
+budget = 1
+proposer = "sweep"
+verify = false
+compile_cache = ["GPT_CACHE_DIR"]
+
+[decision]
+rule = "expensive"
+delta = 0.002
+max_pairs = 3
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_gpt_example_goes_on_in_a_fresh_clone_after_a_keep(tmp_path: Path) -> None:
+    """examples/gpt's tiny preset on the CPU: a session keeps a learning rate (the base
+    trains at a fiftieth of it), stops at its budget; a fresh clone given a copy of
+    ``.assay`` goes on with the next candidate against the kept one."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("optuna")
+    files = {n: (GPT / n).read_text() for n in ("train.py", "prepare.py", "program.md")}
+    lines = files["train.py"].splitlines(keepends=True)
+    lines = [("LR_MULT = 0.02\n" if ln.startswith("LR_MULT = ") else ln) for ln in lines]
+    files["train.py"] = "".join(lines)
+    src = make_repo(tmp_path / "src", {**files, "assay.toml": GPT_CONFIG})
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(origin)], check=True)
+    env = {**_env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(root: Path) -> str:
+        r = subprocess.run([*CLI, "run", "-C", str(root), "-v"], capture_output=True,
+                           text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return r.stdout
+
+    a = _clone(origin, tmp_path / "a")
+    out = run(a)
+    assert "e0001 kept" in out and "LR_MULT=1.0" in out, out
+    kept = api.status(a)["incumbent"]["commit"]
+    cal = _calibration_blocks(a)
+    b = _clone(origin, tmp_path / "b")
+    shutil.copytree(a / ".assay", b / ".assay", symlinks=True)
+    shutil.rmtree(a)
+
+    out = run(b)
+    assert "fetched the run's commits" in out and "measuring noise" not in out, out
+    assert _calibration_blocks(b) == cal
+    second = api.show("e0002", b)
+    assert second["state"] in ("kept", "discarded") and second["params"] != {"LR_MULT": 1.0}
+    assert {blk["incumbent"]["commit"] for blk in second["blocks"]} == {kept}
+    tip = git(b, "rev-parse", "assay/main").strip()
+    assert git(b, "merge-base", "--is-ancestor", kept, tip) == ""
+    assert "LR_MULT = 1.0" in git(b, "show", f"{kept}:train.py")
