@@ -16,7 +16,9 @@ import pytest
 
 import assay
 from assay import api
+from assay.errors import WorkspaceError
 from assay.journal.store import Journal
+from assay.repo import carry
 from tests.conftest import git, make_repo
 from tests.scripted import DRAW
 
@@ -345,3 +347,44 @@ def test_the_gpt_example_goes_on_in_a_fresh_clone_after_a_keep(tmp_path: Path) -
     tip = git(b, "rev-parse", "assay/main").strip()
     assert git(b, "merge-base", "--is-ancestor", kept, tip) == ""
     assert "LR_MULT = 1.0" in git(b, "show", f"{kept}:train.py")
+
+
+def test_the_bundle_carries_named_commits_no_branch_reaches(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    base = git(a, "rev-parse", "HEAD").strip()
+    for n in (1, 2):  # two commits on the run branch, then the branch moved back
+        (a / "knobs.py").write_text(KNOBS.replace("WORK = 1000", f"WORK = {n}"))
+        git(a, "commit", "-qam", f"kept {n}")
+    second = git(a, "rev-parse", "HEAD").strip()
+    first = git(a, "rev-parse", "HEAD~1").strip()
+    git(a, "update-ref", "refs/heads/assay/main", first)
+    git(a, "reset", "-q", "--hard", base)
+    bundle = tmp_path / "commits.bundle"
+    assert carry.write_bundle(a, bundle, [base, first, second])
+    held = carry.contents(a, bundle)
+    assert held.heads == {"refs/heads/assay/main": first, f"{carry.EXTRA}{second}": second}
+    assert held.requires == (base,)  # what the origin holds is left out
+    assert git(a, "for-each-ref", carry.EXTRA) == ""  # the bundle's own refs are gone here
+
+    b = _clone(origin, tmp_path / "b")
+    done = carry.restore(b, bundle)
+    assert done == [f"assay/main at {first[:12]}"]
+    assert _has(b, second) and git(b, "rev-parse", f"{carry.EXTRA}{second}").strip() == second
+    # a branch of this clone that went elsewhere is named, not overwritten
+    c = _clone(origin, tmp_path / "c")
+    git(c, "commit", "-q", "--allow-empty", "-m", "elsewhere")
+    git(c, "branch", "assay/main")
+    mine = git(c, "rev-parse", "assay/main").strip()
+    with pytest.raises(WorkspaceError, match="went different ways"):
+        carry.restore(c, bundle)
+    assert git(c, "rev-parse", "assay/main").strip() == mine
+    # a branch behind the carried one is moved on
+    git(c, "update-ref", "refs/heads/assay/main", base)
+    assert carry.restore(c, bundle) == [f"assay/main at {first[:12]} (was {base[:12]})"]
+    # assay reset deletes the refs a restore kept and archives the bundle
+    (c / ".assay").mkdir(exist_ok=True)
+    shutil.copy(bundle, c / ".assay" / carry.BUNDLE_NAME)
+    assert cli("reset", "--yes", "-C", str(c)).returncode == 0
+    assert git(c, "for-each-ref", carry.EXTRA) == ""
+    assert not (c / ".assay" / carry.BUNDLE_NAME).exists()

@@ -24,6 +24,7 @@ from ..journal.lock import RunLock
 from ..journal.store import JOURNAL_NAME, Journal
 from ..model import ExperimentState, Incumbent
 from ..records import SessionRecord
+from ..repo import carry
 from ..repo.git import git
 from ..repo.repository import Repository
 from ..repo.workspace import Workspace
@@ -179,7 +180,8 @@ def reset(target: Target) -> list[str]:
             branches = {f"assay/{n}" for n in names}
         archive = state / "archive" / time.strftime("%Y%m%d-%H%M%S")
         for name in (JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm",
-                     f"{JOURNAL_NAME}-key", f"{JOURNAL_NAME}-sealed", "logs", "research.md"):
+                     f"{JOURNAL_NAME}-key", f"{JOURNAL_NAME}-sealed", "logs", "research.md",
+                     carry.BUNDLE_NAME):
             src = state / name
             if src.exists():
                 archive.mkdir(parents=True, exist_ok=True)
@@ -205,6 +207,10 @@ def reset(target: Target) -> list[str]:
             if git(["rev-parse", "--verify", "-q", ref], target.root, check=False).stdout.strip():
                 git(["update-ref", "-d", ref], target.root)
                 done.append(f"deleted branch {b}")
+        carried = git(["for-each-ref", "--format=%(refname)", carry.EXTRA], target.root,
+                      check=False).stdout.split()
+        for ref in carried:  # commits an import kept alive for the archived journal
+            git(["update-ref", "-d", ref], target.root, check=False)
     finally:
         lock.release()
     return done

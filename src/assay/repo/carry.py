@@ -61,13 +61,23 @@ def _exclusions(root: Path) -> list[str]:
     return []
 
 
+def _unreached(root: Path, commits: list[str]) -> list[str]:
+    """The commits of ``commits`` this clone holds that neither a run branch nor what a fresh
+    copy holds reaches (only those need a ref of their own in the bundle)."""
+    held = [c for c in commits if c not in missing(root, commits)]
+    if not held:
+        return []
+    out = git(["rev-list", *held, "--not", "--branches=assay/*", *_exclusions(root)],
+              root).stdout.split()
+    return [c for c in held if c in set(out)]
+
+
 def write_bundle(root: Path, out: Path, named: Sequence[str] = ()) -> bool:
     """Write the ``assay/*`` branches and the ``named`` commits (those this clone holds)
     into the bundle ``out``, whole when it appears (written aside, then renamed). False,
     and no file, when there is nothing a fresh copy would lack."""
     heads = _refs(root, RUN_BRANCHES)
-    extra = [c for c in dict.fromkeys(named) if c and _SHA.match(c)]
-    extra = [c for c in extra if c not in missing(root, extra)]
+    extra = _unreached(root, [c for c in dict.fromkeys(named) if c and _SHA.match(c)])
     if not heads and not extra:
         out.unlink(missing_ok=True)
         return False
