@@ -388,3 +388,17 @@ def test_the_bundle_carries_named_commits_no_branch_reaches(tmp_path: Path) -> N
     assert cli("reset", "--yes", "-C", str(c)).returncode == 0
     assert git(c, "for-each-ref", carry.EXTRA) == ""
     assert not (c / ".assay" / carry.BUNDLE_NAME).exists()
+
+
+def test_verify_in_a_fresh_clone_fetches_the_run_commits_first(tmp_path: Path) -> None:
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    assert cli("run", "-C", str(a), "--budget", "1").returncode == 0
+    kept = api.status(a)["incumbent"]["commit"]
+    b = _clone(origin, tmp_path / "b")
+    shutil.copytree(a / ".assay", b / ".assay", symlinks=True)
+    shutil.rmtree(a)
+    r = cli("verify", "-C", str(b))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"final best {kept[:12]}" in r.stdout
+    assert _has(b, kept)

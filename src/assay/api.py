@@ -260,6 +260,8 @@ def verify(root: str | Path = ".", config: str | None = None,
     try:
         journal = open_journal(target)
         try:
+            for line in state.ensure_commits(target, journal):  # a copy of .assay, a new clone
+                journal.event("resume", line)
             if per_keep:
                 checks = verify_mod.per_keep(target, journal, report or (lambda m: None))
                 journal.event("verify", "each keep alone against its parent: " + "; ".join(
