@@ -4,9 +4,12 @@ command line in subprocesses, the first clone deleted before the second goes on.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -206,6 +209,29 @@ def test_export_and_import_of_the_state_go_on_after_a_kill(tmp_path: Path) -> No
     assert [r["run_id"] for r in api.show("e0002", b)["runs"]][:4] == first_runs
 
 
+def _tampered(state: Path, work: Path) -> Path:
+    """``state`` with a kept experiment's note rewritten behind the seals' back, and a
+    manifest whose checksums match the files again."""
+    with tarfile.open(state) as tar:
+        tar.extractall(work, filter="data")
+    db = sqlite3.connect(work / "state" / "journal.sqlite")
+    db.create_function("assay_seal", -1, lambda *values: "forged")
+    db.execute("UPDATE experiments SET note = 'better than it was'")
+    db.commit()
+    db.close()
+    manifest = json.loads((work / "assay-state.json").read_text())
+    for name in manifest["files"]:
+        manifest["files"][name] = hashlib.sha256((work / "state" / name).read_bytes()
+                                                 ).hexdigest()
+    (work / "assay-state.json").write_text(json.dumps(manifest))
+    out = work.with_suffix(".state")
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(work / "assay-state.json", arcname="assay-state.json")
+        for name in manifest["files"]:
+            tar.add(work / "state" / name, arcname=f"state/{name}")
+    return out
+
+
 def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
     origin = _origin(tmp_path)
     a = _clone(origin, tmp_path / "a")
@@ -233,6 +259,12 @@ def test_state_errors_say_what_and_change_nothing(tmp_path: Path) -> None:
         assert "error:" in r.stderr and str(bad) in r.stderr.replace("\n", "")
         assert "Traceback" not in r.stderr
         assert not (b / ".assay" / "journal.sqlite").exists()
+
+    # a journal changed after it was sealed, its checksums made to match
+    tampered = _tampered(state, tmp_path / "tampered")
+    r = cli("import", "--state", str(tampered), "-C", str(b))
+    assert r.returncode == 2 and "its journal does not check" in r.stderr, r.stderr
+    assert not (b / ".assay" / "journal.sqlite").exists()
 
     # a journal here already: refused unless --force, which archives it first
     assert cli("import", "--state", str(state), "-C", str(b)).returncode == 0
