@@ -54,6 +54,7 @@ _SKIP_DIRS = frozenset({"worktrees", "pycache", "procs", "cache", "archive", "ch
 _SKIP_FILES = frozenset({JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm",
                          f"{JOURNAL_NAME}-sealed", f"{JOURNAL_NAME}-key", "run.lock",
                          "run.lock.guard", carry.BUNDLE_NAME})
+_OWN = frozenset({JOURNAL_NAME, f"{JOURNAL_NAME}-key", carry.BUNDLE_NAME})  # written afresh
 _UNFINISHED = (ExperimentState.PROPOSED, ExperimentState.QUEUED, ExperimentState.RUNNING,
                ExperimentState.MEASURED)
 
@@ -237,8 +238,9 @@ def _manifest(path: Path, tar: tarfile.TarFile) -> dict[str, Any]:
 
 def _extract(path: Path, tar: tarfile.TarFile, name: str, into: Path) -> None:
     parts = PurePosixPath(name).parts
-    if not parts or name.startswith("/") or ".." in parts:
-        raise _corrupt(path, f"it names the unsafe path {name!r}")
+    if not parts or name.startswith("/") or ".." in parts or parts[0] in _SKIP_DIRS \
+            or (len(parts) == 1 and name in _SKIP_FILES - _OWN):
+        raise _corrupt(path, f"it names the path {name!r}, which no export writes")
     try:
         member = tar.getmember(f"state/{name}")
     except KeyError:
@@ -311,7 +313,11 @@ def _set_aside(target: Target, force: bool) -> list[str]:
         raise AssayError(f"{jpath} exists: importing would replace this clone's journal; "
                          "pass --force to archive it (under .assay/archive/) and import, or "
                          "import into a fresh clone")
-    archive = state / "archive" / time.strftime("%Y%m%d-%H%M%S")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    archive = state / "archive" / stamp
+    n = 1
+    while archive.exists():  # never over an earlier archive
+        archive, n = state / "archive" / f"{stamp}-{n}", n + 1
     names = [n for n in (JOURNAL_NAME, f"{JOURNAL_NAME}-wal", f"{JOURNAL_NAME}-shm",
                          f"{JOURNAL_NAME}-key", f"{JOURNAL_NAME}-sealed", carry.BUNDLE_NAME)
              if (state / n).exists()] + [rel for rel, _ in _carried(state)]
