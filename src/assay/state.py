@@ -263,9 +263,15 @@ def import_state(target: Target, file: str | Path, force: bool = False) -> list[
     lock = RunLock(state / "run.lock")
     lock.acquire()  # refuses while a run is live
     try:
+        if (state / JOURNAL_NAME).exists() and not force:
+            raise AssayError(f"{state / JOURNAL_NAME} exists: importing would replace this "
+                             "clone's journal; pass --force to archive it (under "
+                             ".assay/archive/) and import, or import into a fresh clone")
         with tempfile.TemporaryDirectory(prefix=".import-", dir=state) as tmp:
             work = Path(tmp)
             manifest = _read_state(path, work)
+            if key_path(work / JOURNAL_NAME).exists():
+                os.chmod(key_path(work / JOURNAL_NAME), 0o600)
             _check_journal(path, work / JOURNAL_NAME)
             bundle = work / carry.BUNDLE_NAME
             contents = carry.contents(target.root, bundle) if bundle.is_file() else None
@@ -276,16 +282,15 @@ def import_state(target: Target, file: str | Path, force: bool = False) -> list[
                     f"run's commits build on ({', '.join(c[:12] for c in lacking[:3])}): it "
                     "is a clone of another repository, or they were never pushed; import "
                     "into a clone of the repository the run was made in")
-            done = _set_aside(target, force)
+            done = []
             if bundle.is_file():
                 moved = carry.restore(target.root, bundle)
                 done.append("run branches: " + ("; ".join(moved) if moved else "up to date"))
+            done += _set_aside(target)
             for name in manifest["files"]:
                 dest = state / name
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(work / name, dest)
-            if key_path(state / JOURNAL_NAME).exists():
-                os.chmod(key_path(state / JOURNAL_NAME), 0o600)
         done.append(f"imported run {manifest.get('run')!r}: {manifest.get('experiments')} "
                     f"experiment(s), incumbent {str(manifest.get('incumbent'))[:12]}; "
                     "`assay run` goes on from it")
@@ -302,17 +307,12 @@ def _check_journal(path: Path, journal_file: Path) -> None:
         raise _corrupt(path, f"its journal does not check: {exc}") from None
 
 
-def _set_aside(target: Target, force: bool) -> list[str]:
-    """Refuse (unless ``force``) when this clone has a journal; with ``force``, move it and
-    what was carried with it to ``.assay/archive/<time>``."""
+def _set_aside(target: Target) -> list[str]:
+    """Move this clone's journal, if any, and what was carried with it to
+    ``.assay/archive/<time>``."""
     state = target.state_dir
-    jpath = state / JOURNAL_NAME
-    if not jpath.exists():
+    if not (state / JOURNAL_NAME).exists():
         return []
-    if not force:
-        raise AssayError(f"{jpath} exists: importing would replace this clone's journal; "
-                         "pass --force to archive it (under .assay/archive/) and import, or "
-                         "import into a fresh clone")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     archive = state / "archive" / stamp
     n = 1

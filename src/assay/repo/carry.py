@@ -160,23 +160,25 @@ def restore(root: Path, bundle: Path) -> list[str]:
 
 
 def _move_branches(root: Path) -> list[str]:
-    done: list[str] = []
+    """Create or move on each run branch to the fetched one; all are checked first."""
     here = _refs(root, RUN_BRANCHES)
+    moves: list[tuple[str, str, str | None]] = []
     for ref, sha in sorted(_refs(root, f"{_FETCHED}heads/").items()):
         branch = RUN_BRANCHES + ref[len(f"{_FETCHED}heads/"):]
         name = branch[len("refs/heads/"):]
         old = here.get(branch)
-        if old == sha:
-            continue
-        if old is None or _is_ancestor(root, old, sha):
-            git(["update-ref", branch, sha], root)
-            done.append(f"{name} at {sha[:12]}" + (f" (was {old[:12]})" if old else ""))
-        elif not _is_ancestor(root, sha, old):
+        if old == sha or (old is not None and _is_ancestor(root, sha, old)):
+            continue  # here already, or this clone's is ahead
+        if old is not None and not _is_ancestor(root, old, sha):
             raise WorkspaceError(
                 f"branch {name} of this clone ({old[:12]}) and the carried one ({sha[:12]}) "
                 f"went different ways; rename or delete this clone's branch "
                 f"(git branch -m {name} {name}-local), then try again")
-    return done
+        moves.append((branch, sha, old))
+    for branch, sha, _old in moves:
+        git(["update-ref", branch, sha], root)
+    return [f"{b[len('refs/heads/'):]} at {sha[:12]}" + (f" (was {old[:12]})" if old else "")
+            for b, sha, old in moves]
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:
