@@ -28,8 +28,8 @@ queued patches committed, and keeps assay's outputs in ``run-logs/``; its report
 each decision with the truth cached for the same llama-bench settings (``--threads``,
 ``--reps``), so pass the same ones to ``--truth`` and ``run``.
 
-The candidates are the patch files in ``examples/llamacpp/patches/``. Heavy steps run under
-``nice -n 10``. The metric is llama-bench's tg128 (tokens/s); pp512 is recorded beside it.
+The candidates are the patch files in ``examples/llamacpp/patches/``. Every step runs at
+the caller's niceness. The metric is llama-bench's tg128 (tokens/s); pp512 is recorded beside it.
 """
 
 from __future__ import annotations
@@ -66,7 +66,10 @@ PATCHES = ROOT / "examples" / "llamacpp" / "patches"
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
 IK_LLAMA_CPP_PYTHON = "ik-llama-cpp-python==0.1.5"
 GGUF = "gguf==0.19.0"
-NICE = ["nice", "-n", "10"]
+# Every step runs at the caller's niceness (`nice -n 5 python benchmarks/llamacpp_study.py`
+# on a shared machine): an extra `nice` on llama-bench lets every other process preempt the
+# measurement, and one on the builds starves them on a loaded machine.
+NICE: list[str] = []
 TARGETS = ["llama-bench", "llama-quantize", "llama-simple", "llama-perplexity",
            "test-backend-ops"]
 # This CPU has AMX and llama.cpp's AMX matmul segfaults on batches > 1 (llama.cpp #20824):

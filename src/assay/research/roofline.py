@@ -120,6 +120,15 @@ def workload(flops: float | None, nbytes: float | None, model: str) -> Workload:
                     "[research]: operational intensity unknown")
 
 
+def batched(work: Workload, batch: float) -> Workload:
+    """The work per token when ``batch`` tokens share each read of the weights (a prompt
+    processed in one batch): the same FLOP, the bytes divided by the batch."""
+    if work.bytes is None:
+        return work
+    return Workload(work.flops, work.bytes / batch,
+                    f"{work.basis}; {batch:g} tokens per read of the weights")
+
+
 def roof(device: str = "", precision: str = "", peak_flops: float | None = None,
          bandwidth: float | None = None, *, measure: bool = False,
          cache_dir: Path | None = None) -> Roof:
