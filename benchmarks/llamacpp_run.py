@@ -25,13 +25,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where each candidate's idea shows up in the research brief: a hypothesis matches a
-# candidate when it names every word of one of the candidate's alternatives.
+# candidate when it names every word of one of the candidate's alternatives; a fusion
+# hypothesis ("Fuse A → B ...") matches only the fusion candidate (05), since a one-pass
+# kernel is not the graph fusion of the op with another.
 RESEARCH_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "01-soft-max-one-pass": (("soft_max",), ("softmax",)),
     "02-rms-norm-one-pass": (("rms_norm",), ("rms norm",)),
     "03-from-float-rows-or-elements": (("from_float",), ("quantize_row_q8",)),
     "04-flash-attn-tile-fma": (("flash_attn",), ("flash attn",)),
-    "05-fuse-rope-set-rows": (("rope", "set_rows"), ("rope", "set rows")),
+    "05-fuse-rope-set-rows": (("fuse rope → set_rows",),),
     "06-q4-0-gemv-prefetch": (("gemv", "q4_0"), ("vec_dot_q4_0",)),
     "07-q4-0-gemv-two-accumulators": (("gemv", "q4_0"), ("vec_dot_q4_0",)),
     "08-q4-0-gemv-hoisted-blocks": (("gemv", "q4_0"), ("vec_dot_q4_0",)),
@@ -106,8 +108,9 @@ def make_target(src: Path, dest: Path, model_file: Path, ppl_text: str, recipe: 
 def research(tree: Path, fork: Path | None, out: Path) -> dict[str, Any]:
     """``assay research`` (offline: the fork is read from the cache, not cloned); its JSON."""
     args = ["research", "--offline", "--json"]
-    if fork is not None and fork.is_dir():
-        args += ["--source", f"{fork}#ggml/src/ggml-cpu"]
+    if fork is not None and (fork / "ggml" / "src").is_dir():
+        # the fork keeps its CPU code in ggml/src itself (ggml.c, ggml-quants.c, iqk/)
+        args += ["--source", f"{fork}#ggml/src"]
     text = assay(tree, *args, timeout=3600)
     out.write_text(text)
     start = text.find("{")
@@ -119,8 +122,11 @@ def research(tree: Path, fork: Path | None, out: Path) -> dict[str, Any]:
 
 def rank_in_brief(hypotheses: Sequence[Mapping[str, Any]], name: str) -> int | None:
     """The 1-based rank of the first hypothesis that names candidate ``name``'s idea."""
+    fusion = name == "05-fuse-rope-set-rows"
     for i, h in enumerate(hypotheses, 1):
         words = str(h.get("text", "")).lower()
+        if words.startswith("fuse ") != fusion:
+            continue
         if any(all(w in words for w in alt) for alt in RESEARCH_WORDS.get(name, ())):
             return i
     return None

@@ -18,6 +18,7 @@ Commands::
 
     python benchmarks/llamacpp_study.py prepare       # sources, build, model, one llama-bench
     python benchmarks/llamacpp_study.py candidates    # apply, build, check every patch
+    python benchmarks/llamacpp_study.py build         # apply and build every patch, no checks
     python benchmarks/llamacpp_study.py compare NAME  # perplexity of NAME vs the incumbent
     python benchmarks/llamacpp_study.py --truth       # interleaved llama-bench pairs
     python benchmarks/llamacpp_study.py [run]         # assay research, run, finalize; report
@@ -622,6 +623,21 @@ def try_candidate(p: Study, c: Candidate, model_file: Path) -> dict[str, Any]:
     return row
 
 
+def build_all(p: Study, chosen: list[Candidate]) -> None:
+    """Each candidate's programs, built once (``bins/NAME``), without its checks: what
+    ``--truth`` needs when the candidates were checked before."""
+    for c in chosen:
+        if (p.bins(c.name) / "llama-bench").exists():
+            continue
+        try:
+            apply_patch(p, c)
+            secs = compile_targets(p)
+            keep_programs(p, c.name)
+        finally:
+            git(p.src, "checkout", "-q", "--", ".")
+        log(f"{c.name}: built in {secs:.0f} s")
+
+
 def check_all(p: Study, chosen: list[Candidate], model_file: Path) -> list[dict[str, Any]]:
     out = p.cache / "candidates.json"
     rows: list[dict[str, Any]] = json.loads(out.read_text()) if out.exists() else []
@@ -884,8 +900,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("command", nargs="?", default="run",
                     help="run (the default: research, assay run, finalize, then the "
-                         "report), report (again, from what run wrote), prepare, "
-                         "candidates or compare")
+                         "report), report (again, from what run wrote), prepare, build "
+                         "(each candidate's programs, no checks), candidates or compare")
     ap.add_argument("names", nargs="*", help="candidate patch names (default: all)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "assay" / "llamacpp")
     ap.add_argument("--full-size", action="store_true", help="TinyLlama 1.1B's own shapes")
@@ -896,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
     ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
     args = ap.parse_args(argv)
-    if args.command not in ("run", "report", "prepare", "candidates", "compare"):
+    if args.command not in ("run", "report", "prepare", "build", "candidates", "compare"):
         # `--truth NAME ...`: the names alone, no command
         args.names.insert(0, args.command)
         args.command = "prepare"
@@ -912,6 +928,8 @@ def main(argv: list[str] | None = None) -> int:
             return study_run(p, shape, m)
         if args.command == "candidates":
             check_all(p, candidates(args.names), m)
+        elif args.command == "build":
+            build_all(p, candidates(args.names))
         elif args.command == "compare":
             for c in candidates(args.names):
                 cmp = compare(p, c.name, m)
