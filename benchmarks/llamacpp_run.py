@@ -79,11 +79,13 @@ def recipe_text(recipe: str, threads: int, reps: int, model_name: str) -> str:
 
 
 def make_target(src: Path, dest: Path, model_file: Path, ppl_text: str, recipe: str,
-                patches: Sequence[Path]) -> Path:
+                patches: Sequence[Path], programs: Path | None = None) -> Path:
     """A fresh clone of the study's llama.cpp repository with one more commit: the recipe
     as ``assay.toml``, the model as ``models/bench.gguf``, the perplexity text as
     ``models/ppl.txt`` and the queued patches in ``assay-patches/`` (committed, so that
-    assay's slot worktrees have them)."""
+    assay's slot worktrees have them). ``programs``: the incumbent's static programs, copied
+    to ``build/bin/`` (ignored by git): `assay research` profiles the benchmark in the
+    checkout itself, which assay does not build."""
     if dest.exists():
         shutil.rmtree(dest)
     subprocess.run(["git", "clone", "-q", str(src), str(dest)], check=True)
@@ -91,6 +93,10 @@ def make_target(src: Path, dest: Path, model_file: Path, ppl_text: str, recipe: 
     shutil.copy2(model_file, dest / "models" / "bench.gguf")
     (dest / "models" / "ppl.txt").write_text(ppl_text + "\n")
     (dest / "assay.toml").write_text(recipe)
+    if programs is not None:
+        (dest / "build" / "bin").mkdir(parents=True)
+        for f in programs.iterdir():
+            shutil.copy2(f, dest / "build" / "bin" / f.name)
     queue = dest / "assay-patches"
     queue.mkdir()
     for p in patches:

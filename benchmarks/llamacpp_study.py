@@ -811,7 +811,7 @@ def truth_lookup(data: dict[str, Any] | None
     return words, low, mean
 
 
-def study_run(p: Study, shape: Shape, m: Path) -> int:
+def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None) -> int:
     """research -> run -> finalize on a fresh clone of the prepared tree (its committed
     incumbent: a candidate being built in the study's own tree does not reach it), then
     the report."""
@@ -821,7 +821,7 @@ def study_run(p: Study, shape: Shape, m: Path) -> int:
     recipe = llamacpp_run.recipe_text(RECIPE.read_text(), p.threads, p.reps,
                                       "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0")
     tree = llamacpp_run.make_target(p.src, p.target, m, PPL_TEXT, recipe,
-                                    [c.path for c in chosen])
+                                    [c.path for c in chosen], p.bins("incumbent"))
     logs = p.run_logs
     logs.mkdir(exist_ok=True)
     log(f"=== assay research on {tree.name}: the prepared llama.cpp tree, the recipe, the model;"
@@ -829,7 +829,8 @@ def study_run(p: Study, shape: Shape, m: Path) -> int:
     llamacpp_run.research(tree, p.fork, logs / "research.json")
     log(f"=== assay run (queue proposer, the recipe's settings); {time.strftime('%H:%M')}")
     t_run = time.monotonic()
-    llamacpp_run.assay(tree, "run", out=logs / "run.txt", timeout=4 * 3600)
+    hours = ["--max-hours", f"{max_hours:g}"] if max_hours else []
+    llamacpp_run.assay(tree, "run", *hours, out=logs / "run.txt", timeout=4 * 3600)
     run_s = llamacpp_run.elapsed(t_run)
     log(f"=== assay finalize ([finalize.review]: ASan + UBSan); {time.strftime('%H:%M')}")
     llamacpp_run.assay(tree, "finalize", out=logs / "finalize.txt", timeout=3 * 3600,
@@ -911,6 +912,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel compilations")
     ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
     ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
+    ap.add_argument("--max-hours", type=float, default=None,
+                    help="run: `assay run --max-hours` (no block starts that it would cut)")
     args = ap.parse_args(argv)
     if args.command not in ("run", "report", "prepare", "build", "candidates", "compare"):
         # `--truth NAME ...`: the names alone, no command
@@ -925,7 +928,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return report(p, m, candidates([]))
         if args.command == "run" and not args.truth:
-            return study_run(p, shape, m)
+            return study_run(p, shape, m, args.max_hours)
         if args.command == "candidates":
             check_all(p, candidates(args.names), m)
         elif args.command == "build":
