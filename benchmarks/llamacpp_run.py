@@ -51,18 +51,21 @@ def log(msg: str) -> None:
 def assay(tree: Path, *args: str, out: Path | None = None, timeout: float | None = None,
           ok_codes: tuple[int, ...] = (0,)) -> str:
     """``python -m assay ARGS -C TREE`` with this repository's package; its stdout (also
-    written to ``out`` as it goes, when given)."""
+    appended to ``out`` as it goes, when given)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     cmd = [sys.executable, "-m", "assay", *args, "-C", str(tree)]
     if out is None:
         r = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=timeout,
                            check=False)
         text, err, code = r.stdout, r.stderr, r.returncode
-    else:
-        with out.open("w") as f:
+    else:  # appended to: a resumed run's output follows the interrupted one's
+        start = out.stat().st_size if out.exists() else 0
+        with out.open("a") as f:
             r = subprocess.run(cmd, env=env, text=True, stdout=f, stderr=subprocess.STDOUT,
                                timeout=timeout, check=False)
-        text, err, code = out.read_text(), "", r.returncode
+        with out.open() as f:
+            f.seek(start)
+            text, err, code = f.read(), "", r.returncode
     if code not in ok_codes:
         raise RunError(f"`assay {' '.join(args)}` exited {code}: {(err or text)[-2500:]}")
     return text

@@ -811,32 +811,40 @@ def truth_lookup(data: dict[str, Any] | None
     return words, low, mean
 
 
-def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None) -> int:
+def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None,
+              resume: bool = False) -> int:
     """research -> run -> finalize on a fresh clone of the prepared tree (its committed
     incumbent: a candidate being built in the study's own tree does not reach it), then
-    the report."""
-    t0 = time.monotonic()
+    the report. ``resume``: go on with the clone, its research and its journal (`assay run`
+    resumes an interrupted run); the times count from the first start."""
     sampler = LoadSampler()
     chosen = candidates([])
-    recipe = llamacpp_run.recipe_text(RECIPE.read_text(), p.threads, p.reps,
-                                      "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0")
-    tree = llamacpp_run.make_target(p.src, p.target, m, PPL_TEXT, recipe,
-                                    [c.path for c in chosen], p.bins("incumbent"))
     logs = p.run_logs
-    logs.mkdir(exist_ok=True)
-    log(f"=== assay research on {tree.name}: the prepared llama.cpp tree, the recipe, the model;"
-        f" {time.strftime('%H:%M')}")
-    llamacpp_run.research(tree, p.fork, logs / "research.json")
+    marks = logs / "started.json"
+    tree = p.target
+    if not (resume and marks.exists() and (logs / "research.json").exists()):
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        marks.write_text(json.dumps({"study": time.time()}))
+        recipe = llamacpp_run.recipe_text(RECIPE.read_text(), p.threads, p.reps,
+                                          "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0")
+        tree = llamacpp_run.make_target(p.src, p.target, m, PPL_TEXT, recipe,
+                                        [c.path for c in chosen], p.bins("incumbent"))
+        log(f"=== assay research on {tree.name}: the prepared llama.cpp tree, the recipe, the "
+            f"model; {time.strftime('%H:%M')}")
+        llamacpp_run.research(tree, p.fork, logs / "research.json")
+    started = json.loads(marks.read_text())
+    started.setdefault("run", time.time())
+    marks.write_text(json.dumps(started))
     log(f"=== assay run (queue proposer, the recipe's settings); {time.strftime('%H:%M')}")
-    t_run = time.monotonic()
     hours = ["--max-hours", f"{max_hours:g}"] if max_hours else []
     llamacpp_run.assay(tree, "run", *hours, out=logs / "run.txt", timeout=4 * 3600)
-    run_s = llamacpp_run.elapsed(t_run)
+    run_s = time.time() - started["run"]
     log(f"=== assay finalize ([finalize.review]: ASan + UBSan); {time.strftime('%H:%M')}")
     llamacpp_run.assay(tree, "finalize", out=logs / "finalize.txt", timeout=3 * 3600,
                        ok_codes=(0, 1, 2))
     (logs / "times.json").write_text(json.dumps({
-        "study_s": llamacpp_run.elapsed(t0), "run_s": run_s, "load": sampler.stop(),
+        "study_s": time.time() - started["study"], "run_s": run_s, "load": sampler.stop(),
         "machine": machine()}))
     return report(p, m, chosen)
 
@@ -912,6 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel compilations")
     ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
     ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
+    ap.add_argument("--resume", action="store_true",
+                    help="run: go on with the last run's checkout, research and journal")
     ap.add_argument("--max-hours", type=float, default=None,
                     help="run: `assay run --max-hours` (no block starts that it would cut)")
     args = ap.parse_args(argv)
@@ -928,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return report(p, m, candidates([]))
         if args.command == "run" and not args.truth:
-            return study_run(p, shape, m, args.max_hours)
+            return study_run(p, shape, m, args.max_hours, args.resume)
         if args.command == "candidates":
             check_all(p, candidates(args.names), m)
         elif args.command == "build":
