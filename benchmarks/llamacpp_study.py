@@ -899,7 +899,15 @@ def report(p: Study, m: Path, chosen: list[Candidate]) -> int:
                           "llama-bench settings (run --truth first)", *why]
     for w in why:
         log(f"  not met: {w}")
-    log(f"summary: {len(found)} experiments, {sum(r.state == 'kept' for r in found)} kept, "
+    kept = sum(r.state == "kept" for r in found)
+    if not kept:
+        log("  nothing was kept: the conditions on keeps and on PR texts hold vacuously, and "
+            "finalize had no change to make a PR text of")
+    untried = [c.name for c in chosen if c.name not in {r.name for r in found}]
+    if untried:
+        ok = False
+        log(f"  not met: the run did not reach {', '.join(untried)}")
+    log(f"summary: {len(found)} experiments, {kept} kept, "
         f"{sum(r.state == 'invalid' for r in found)} invalid; {len(prs)} PR text(s): "
         f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

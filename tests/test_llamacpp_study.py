@@ -137,11 +137,13 @@ def test_the_verdict_names_each_condition_it_misses(study: ModuleType) -> None:
     assert "the wrong change 09-wrong is kept, not invalid" in text
     assert "05-fuse: a later build took 45.0 s, more than 10% of its first (300.0 s)" in text
     assert "a PR text lacks tg128 or pp512" in text
-    # nothing kept: no PR text, said so
+    # nothing kept: the conditions on keeps and PR texts hold vacuously
     ok, why = run.verdict([_row(study, "09-wrong", "invalid")], {}, {}, ["09-wrong"], 0.01,
                           [])
-    assert not ok and why == ["nothing was kept, so finalize wrote no PR text to carry both "
-                              "metrics"]
+    assert ok and why == []
+    ok, why = run.verdict([_row(study, "05-fuse", "kept")], {"05-fuse": 0.03},
+                          {"05-fuse": 0.04}, [], 0.01, [])
+    assert not ok and why == ["changes were kept but finalize wrote no PR text"]
 
 
 def test_the_recipe_takes_the_study_settings(study: ModuleType) -> None:
