@@ -73,10 +73,12 @@ def assay(tree: Path, *args: str, out: Path | None = None, timeout: float | None
 
 # --- the target tree --------------------------------------------------------------------
 
-def recipe_text(recipe: str, threads: int, reps: int, model_name: str) -> str:
-    """The example recipe with the study's llama-bench threads and repetitions and its model
-    size: the settings this study ran (the example's own are -t 2 -r 3, the 55M model)."""
+def recipe_text(recipe: str, threads: int, reps: int, model_name: str, jobs: int = 2) -> str:
+    """The example recipe with the study's llama-bench threads and repetitions, parallel
+    compilations and model size: the settings this study ran (the example's own are -t 2
+    -r 3, -j 2, the 55M model)."""
     out = recipe.replace(" -r 3 -fa 1 -t 2 ", f" -r {reps} -fa 1 -t {threads} ")
+    out = out.replace("cmake --build build -j 2 ", f"cmake --build build -j {jobs} ")
     out = out.replace(" -t 2 -fa on", f" -t {threads} -fa on")
     return re.sub(r'^model = "[^"]*"', f'model = "{model_name}"', out, flags=re.MULTILINE)
 

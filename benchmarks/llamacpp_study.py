@@ -822,12 +822,16 @@ def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None,
     logs = p.run_logs
     marks = logs / "started.json"
     tree = p.target
-    if not (resume and marks.exists() and (logs / "research.json").exists()):
+    if resume and (tree / ".assay").is_dir() and (logs / "research.json").exists():
+        if not marks.exists():  # a run from before the marks were kept: now is the start
+            marks.write_text(json.dumps({"study": time.time()}))
+    else:
         shutil.rmtree(logs, ignore_errors=True)
         logs.mkdir(parents=True)
         marks.write_text(json.dumps({"study": time.time()}))
         recipe = llamacpp_run.recipe_text(RECIPE.read_text(), p.threads, p.reps,
-                                          "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0")
+                                          "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0",
+                                          p.jobs)
         tree = llamacpp_run.make_target(p.src, p.target, m, PPL_TEXT, recipe,
                                         [c.path for c in chosen], p.bins("incumbent"))
         log(f"=== assay research on {tree.name}: the prepared llama.cpp tree, the recipe, the "
