@@ -33,7 +33,7 @@ RESEARCH_WORDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "02-rms-norm-one-pass": (("rms_norm",), ("rms norm",)),
     "03-from-float-rows-or-elements": (("from_float",), ("quantize_row_q8",)),
     "04-flash-attn-tile-fma": (("flash_attn",), ("flash attn",)),
-    "05-fuse-rope-set-rows": (("fuse rope → set_rows",),),
+    "05-fuse-rope-set-rows": (("rope → set_rows",),),
     "06-q4-0-gemv-prefetch": (("gemv_q4",), ("gemv", "q4_0"), ("vec_dot_q4_0",)),
     "07-q4-0-gemv-two-accumulators": (("gemv_q4",), ("gemv", "q4_0"), ("vec_dot_q4_0",)),
     "08-q4-0-gemv-hoisted-blocks": (("gemv_q4",), ("gemv", "q4_0"), ("vec_dot_q4_0",)),
