@@ -18,11 +18,19 @@ Commands::
 
     python benchmarks/llamacpp_study.py prepare       # sources, build, model, one llama-bench
     python benchmarks/llamacpp_study.py candidates    # apply, build, check every patch
+    python benchmarks/llamacpp_study.py build         # apply and build every patch, no checks
     python benchmarks/llamacpp_study.py compare NAME  # perplexity of NAME vs the incumbent
     python benchmarks/llamacpp_study.py --truth       # interleaved llama-bench pairs
+    python benchmarks/llamacpp_study.py [run]         # assay research, run, finalize; report
+    python benchmarks/llamacpp_study.py report        # the report again, from what run wrote
 
-The candidates are the patch files in ``examples/llamacpp/patches/``. Heavy steps run under
-``nice -n 10``. The metric is llama-bench's tg128 (tokens/s); pp512 is recorded beside it.
+``run`` works in ``target/``, a clone of the prepared tree with the recipe, the model and the
+queued patches committed, and keeps assay's outputs in ``run-logs/``; its report compares
+each decision with the truth cached for the same llama-bench settings (``--threads``,
+``--reps``), so pass the same ones to ``--truth`` and ``run``.
+
+The candidates are the patch files in ``examples/llamacpp/patches/``. Every step runs at
+the caller's niceness. The metric is llama-bench's tg128 (tokens/s); pp512 is recorded beside it.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +59,18 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from assay.bench.outputs import compare_outputs  # noqa: E402  (the repository's own package)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llamacpp_run  # noqa: E402  (the study's last step, beside this file)
+
+RECIPE = ROOT / "examples" / "llamacpp" / "assay.toml"
 PATCHES = ROOT / "examples" / "llamacpp" / "patches"
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
 IK_LLAMA_CPP_PYTHON = "ik-llama-cpp-python==0.1.5"
 GGUF = "gguf==0.19.0"
-NICE = ["nice", "-n", "10"]
+# Every step runs at the caller's niceness (`nice -n 5 python benchmarks/llamacpp_study.py`
+# on a shared machine): an extra `nice` on llama-bench lets every other process preempt the
+# measurement, and one on the builds starves them on a loaded machine.
+NICE: list[str] = []
 TARGETS = ["llama-bench", "llama-quantize", "llama-simple", "llama-perplexity",
            "test-backend-ops"]
 # This CPU has AMX and llama.cpp's AMX matmul segfaults on batches > 1 (llama.cpp #20824):
@@ -128,6 +144,15 @@ class Study:
         return self.cache / "build"
 
     @property
+    def target(self) -> Path:
+        """The clone assay runs in (research, run, finalize)."""
+        return self.cache / "target"
+
+    @property
+    def run_logs(self) -> Path:
+        return self.cache / "run-logs"
+
+    @property
     def pylib(self) -> Path:
         return self.cache / "pylib"
 
@@ -167,7 +192,9 @@ def download(p: Study, requirement: str) -> Path:
         return found[0]
     p.sdist.mkdir(parents=True, exist_ok=True)
     log(f"downloading the {requirement} sdist")
-    run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    # the sdist of this package only: its build backend's own dependencies (pip installs
+    # them to read the metadata) come as wheels, not built from source one by one
+    run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name,
          "-d", str(p.sdist), requirement], heavy=True)
     found = sorted(p.sdist.glob(f"{stem}.tar.gz"))
     if not found:
@@ -538,6 +565,7 @@ def greedy(bins: Path, model_file: Path) -> str | None:
 # perplexities by 1.6e-3 (this model amplifies rounding); the wrong flash-attention fusion
 # moves the 128-token ones by 0.23.
 PPL_RTOL = 1e-2
+DELTA = 0.01  # the recipe's [decision] delta: a keep's truth must lie above it
 
 
 @dataclass(frozen=True)
@@ -593,6 +621,21 @@ def try_candidate(p: Study, c: Candidate, model_file: Path) -> dict[str, Any]:
     row["greedy_same"] = "timeout" if a is None or b is None else a == b
     row["valid"] = cmp.same and all(v["passed"] for v in row["backend_ops"].values())
     return row
+
+
+def build_all(p: Study, chosen: list[Candidate]) -> None:
+    """Each candidate's programs, built once (``bins/NAME``), without its checks: what
+    ``--truth`` needs when the candidates were checked before."""
+    for c in chosen:
+        if (p.bins(c.name) / "llama-bench").exists():
+            continue
+        try:
+            apply_patch(p, c)
+            secs = compile_targets(p)
+            keep_programs(p, c.name)
+        finally:
+            git(p.src, "checkout", "-q", "--", ".")
+        log(f"{c.name}: built in {secs:.0f} s")
 
 
 def check_all(p: Study, chosen: list[Candidate], model_file: Path) -> list[dict[str, Any]]:
@@ -653,8 +696,10 @@ def paired_effect(inc: list[float], cand: list[float], level: float = 0.90) -> E
 
 def measure_pairs(p: Study, name: str, model_file: Path, pairs: int) -> dict[str, list[float]]:
     """``pairs`` interleaved llama-bench pairs, the order alternating (ABBA)."""
-    v: dict[str, list[float]] = {"inc_pp": [], "inc_tg": [], "cand_pp": [], "cand_tg": []}
+    v: dict[str, list[float]] = {"inc_pp": [], "inc_tg": [], "cand_pp": [], "cand_tg": [],
+                                 "loads": []}
     for i in range(pairs):
+        v["loads"].append(round(os.getloadavg()[0], 2))  # the 1-minute load, each pair
         order = ["inc", "cand"] if i % 2 == 0 else ["cand", "inc"]
         for side in order:
             b = bench(p, p.bins("incumbent" if side == "inc" else name), model_file)
@@ -690,25 +735,194 @@ def truth(p: Study, chosen: list[Candidate], model_file: Path, pairs: int) -> di
     return data
 
 
+def truth_effects(data: dict[str, Any]) -> dict[str, tuple[Effect, Effect]]:
+    """Each measured candidate's (tg128, pp512) effect."""
+    return {name: (paired_effect(v["inc_tg"], v["cand_tg"]),
+                   paired_effect(v["inc_pp"], v["cand_pp"]))
+            for name, v in data["candidates"].items()}
+
+
+def load_range(v: dict[str, Any]) -> str:
+    """The 1-minute load average while the pairs ran: min-max (mean)."""
+    loads = v.get("loads") or v.get("load") or []
+    if not loads:
+        return "-"
+    return f"{min(loads):.1f}-{max(loads):.1f} ({statistics.fmean(loads):.1f})"
+
+
 def truth_table(data: dict[str, Any]) -> str:
     rows = [f"llama.cpp {data['llama_cpp']}, {data['model']} ({data['model_sha256']}), "
             f"{data['machine']}, llama-bench {data['bench']}",
             f"{'candidate':<32}{'pairs':>6}{'tg128 %':>9}{'90% interval':>20}"
-            f"{'pp512 %':>9}{'90% interval':>20}{'tg inc t/s':>12}{'pp inc t/s':>12}"]
+            f"{'pp512 %':>9}{'90% interval':>20}{'tg inc t/s':>12}{'pp inc t/s':>12}"
+            f"{'s':>6}  load min-max (mean)"]
+    effects = truth_effects(data)
     for name, v in data["candidates"].items():
-        tg = paired_effect(v["inc_tg"], v["cand_tg"])
-        pp = paired_effect(v["inc_pp"], v["cand_pp"])
+        tg, pp = effects[name]
         rows.append(f"{name:<32}{tg.n:>6}{tg.mean:>+9.2f}{f'[{tg.low:+.2f}, {tg.high:+.2f}]':>20}"
                     f"{pp.mean:>+9.2f}{f'[{pp.low:+.2f}, {pp.high:+.2f}]':>20}"
                     f"{statistics.median(v['inc_tg']):>12.1f}"
-                    f"{statistics.median(v['inc_pp']):>12.1f}")
+                    f"{statistics.median(v['inc_pp']):>12.1f}"
+                    f"{v['seconds'][0]:>6.0f}  {load_range(v)}")
     return "\n".join(rows)
+
+
+def cached_truth(p: Study, model_file: Path) -> dict[str, Any] | None:
+    path = p.cache / "truth" / f"{truth_key(p, model_file)}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# --- the run: research, assay run, finalize ---------------------------------------------
+
+class LoadSampler:
+    """The 1-minute load average, sampled every ``every`` seconds in a background thread."""
+
+    def __init__(self, every: float = 15.0) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, every: float) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(every):
+                return
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        v = self.samples
+        return (f"load min {min(v):.1f}, mean {statistics.fmean(v):.1f}, max {max(v):.1f}"
+                f" over {len(v)} samples")
+
+
+def truth_lookup(data: dict[str, Any] | None
+                 ) -> tuple[dict[str, str], dict[str, float | None], dict[str, float | None]]:
+    """Per candidate: the truth in words, its tg interval's low end and its tg mean
+    (fractions)."""
+    words: dict[str, str] = {}
+    low: dict[str, float | None] = {}
+    mean: dict[str, float | None] = {}
+    for name, (tg, pp) in (truth_effects(data) if data else {}).items():
+        words[name] = (f"tg {tg.mean:+.1f}% [{tg.low:+.1f}, {tg.high:+.1f}]; "
+                       f"pp {pp.mean:+.1f}% [{pp.low:+.1f}, {pp.high:+.1f}] ({tg.n})")
+        low[name], mean[name] = tg.low / 100, tg.mean / 100
+    return words, low, mean
+
+
+def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None,
+              resume: bool = False) -> int:
+    """research -> run -> finalize on a fresh clone of the prepared tree (its committed
+    incumbent: a candidate being built in the study's own tree does not reach it), then
+    the report. ``resume``: go on with the clone, its research and its journal (`assay run`
+    resumes an interrupted run); the times count from the first start."""
+    sampler = LoadSampler()
+    chosen = candidates([])
+    logs = p.run_logs
+    marks = logs / "started.json"
+    tree = p.target
+    if resume and (tree / ".assay").is_dir() and (logs / "research.json").exists():
+        if not marks.exists():  # a run from before the marks were kept: now is the start
+            marks.write_text(json.dumps({"study": time.time()}))
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir(parents=True)
+        marks.write_text(json.dumps({"study": time.time()}))
+        recipe = llamacpp_run.recipe_text(RECIPE.read_text(), p.threads, p.reps,
+                                          "1.1B q4_0" if shape == TINYLLAMA else "55M q4_0",
+                                          p.jobs)
+        tree = llamacpp_run.make_target(p.src, p.target, m, PPL_TEXT, recipe,
+                                        [c.path for c in chosen], p.bins("incumbent"))
+        log(f"=== assay research on {tree.name}: the prepared llama.cpp tree, the recipe, the "
+            f"model; {time.strftime('%H:%M')}")
+        llamacpp_run.research(tree, p.fork, logs / "research.json")
+    started = json.loads(marks.read_text())
+    started.setdefault("run", time.time())
+    marks.write_text(json.dumps(started))
+    log(f"=== assay run (queue proposer, the recipe's settings); {time.strftime('%H:%M')}")
+    hours = ["--max-hours", f"{max_hours:g}"] if max_hours else []
+    llamacpp_run.assay(tree, "run", *hours, out=logs / "run.txt", timeout=4 * 3600)
+    run_s = time.time() - started["run"]
+    log(f"=== assay finalize ([finalize.review]: ASan + UBSan); {time.strftime('%H:%M')}")
+    llamacpp_run.assay(tree, "finalize", out=logs / "finalize.txt", timeout=3 * 3600,
+                       ok_codes=(0, 1, 2))
+    (logs / "times.json").write_text(json.dumps({
+        "study_s": time.time() - started["study"], "run_s": run_s, "load": sampler.stop(),
+        "machine": machine()}))
+    return report(p, m, chosen)
+
+
+def report(p: Study, m: Path, chosen: list[Candidate]) -> int:
+    """What the run step wrote, against the truth: per candidate, the totals, the final
+    verification in the study's table form, and the summary line (PASS or FAIL)."""
+    tree, logs = p.target, p.run_logs
+    if not (logs / "times.json").exists():
+        raise StudyError(f"no finished study run in {logs}: run the `run` command first")
+    times = json.loads((logs / "times.json").read_text())
+    data = json.loads((logs / "research.json").read_text())
+    log("=== the research brief")
+    for line in llamacpp_run.research_summary(data):
+        log(line)
+    hyps = data.get("hypotheses") or []
+    for c in chosen:
+        if c.expect == "valid":
+            r = llamacpp_run.rank_in_brief(hyps, c.name)
+            log(f"  {c.name}: {'not in the brief' if r is None else f'rank {r} of {len(hyps)}'}")
+    run_out = (logs / "run.txt").read_text()
+    log("=== assay run\n" + run_out.rstrip())
+    log("=== assay finalize\n" + (logs / "finalize.txt").read_text().rstrip())
+    prs = [x.read_text() for x in llamacpp_run.pr_texts(tree)]
+    for text in prs[:1]:
+        log("--- the first PR text\n" + text)
+    found = llamacpp_run.rows(tree)
+    truth_data = cached_truth(p, m)
+    words, low, mean = truth_lookup(truth_data)
+    log("=== per candidate (truth: --truth's paired effects in %, 90% intervals, pairs; assay: "
+        "its decision, effect and 90% interval, pp512's median change, runs, build seconds "
+        "of the first block and the largest later one (count), checks runs)")
+    for line in llamacpp_run.candidate_table(found, lambda n: (words.get(n, "no truth"), None)):
+        log(line)
+    for row in found:
+        log(f"  {row.exp} {row.name}: {row.reason[:300]}")
+    log(f"wall time: study {times['study_s'] / 60:.1f} min, assay run "
+        f"{times['run_s'] / 60:.1f} min; {len(found) / (times['run_s'] / 3600):.1f} "
+        "experiments per hour")
+    verified = [ln for ln in run_out.splitlines() if ln.startswith(("verified", "verifying"))]
+    log("final paired verification: " + ("; ".join(verified) if verified else
+                                         "none (nothing was kept: the final best is the "
+                                         "baseline)"))
+    for line in llamacpp_run.study_table(llamacpp_run.verification_runs(tree)):
+        log(line)
+    log(f"machine: {times['machine']}; during the run step: {times['load']}")
+    ok, why = llamacpp_run.verdict(found, low, mean,
+                                   [c.name for c in chosen if c.expect == "invalid"],
+                                   DELTA, prs)
+    if truth_data is None:
+        ok, why = False, ["no truth cached for this llama.cpp, model, machine and "
+                          "llama-bench settings (run --truth first)", *why]
+    for w in why:
+        log(f"  not met: {w}")
+    kept = sum(r.state == "kept" for r in found)
+    if not kept:
+        log("  nothing was kept: the conditions on keeps and on PR texts hold vacuously, and "
+            "finalize had no change to make a PR text of")
+    untried = [c.name for c in chosen if c.name not in {r.name for r in found}]
+    if untried:
+        ok = False
+        log(f"  not met: the run did not reach {', '.join(untried)}")
+    log(f"summary: {len(found)} experiments, {kept} kept, "
+        f"{sum(r.state == 'invalid' for r in found)} invalid; {len(prs)} PR text(s): "
+        f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument("command", nargs="?", default="prepare",
-                    help="prepare (the default), candidates or compare")
+    ap.add_argument("command", nargs="?", default="run",
+                    help="run (the default: research, assay run, finalize, then the "
+                         "report), report (again, from what run wrote), prepare, build "
+                         "(each candidate's programs, no checks), candidates or compare")
     ap.add_argument("names", nargs="*", help="candidate patch names (default: all)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "assay" / "llamacpp")
     ap.add_argument("--full-size", action="store_true", help="TinyLlama 1.1B's own shapes")
@@ -718,17 +932,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="parallel compilations")
     ap.add_argument("--threads", type=int, default=2, help="llama-bench -t")
     ap.add_argument("--reps", type=int, default=3, help="llama-bench -r")
+    ap.add_argument("--resume", action="store_true",
+                    help="run: go on with the last run's checkout, research and journal")
+    ap.add_argument("--max-hours", type=float, default=None,
+                    help="run: `assay run --max-hours` (no block starts that it would cut)")
     args = ap.parse_args(argv)
-    if args.command not in ("prepare", "candidates", "compare"):
+    if args.command not in ("run", "report", "prepare", "build", "candidates", "compare"):
         # `--truth NAME ...`: the names alone, no command
         args.names.insert(0, args.command)
+        args.command = "prepare"
+    if args.truth and args.command == "run":
         args.command = "prepare"
     p = Study(args.cache.expanduser(), args.jobs, args.threads, args.reps)
     shape = TINYLLAMA if args.full_size else SMALL
     try:
         m = prepare(p, shape, measure=args.command == "prepare" and not args.truth)
+        if args.command == "report":
+            return report(p, m, candidates([]))
+        if args.command == "run" and not args.truth:
+            return study_run(p, shape, m, args.max_hours, args.resume)
         if args.command == "candidates":
             check_all(p, candidates(args.names), m)
+        elif args.command == "build":
+            build_all(p, candidates(args.names))
         elif args.command == "compare":
             for c in candidates(args.names):
                 cmp = compare(p, c.name, m)
@@ -738,7 +964,7 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
         if args.truth:
             log(truth_table(truth(p, candidates(args.names), m, args.pairs)))
-    except StudyError as e:
+    except (StudyError, llamacpp_run.RunError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

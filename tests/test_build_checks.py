@@ -12,6 +12,7 @@ import pytest
 
 from assay import api
 from assay.bench.checks import failing_tests
+from assay.bench.contain import seed_cache
 from assay.bench.outputs import compare_outputs
 from assay.faces.data import experiment_data
 from assay.finalize.run import finalize
@@ -184,12 +185,15 @@ def test_compiler_caches_point_at_the_slots_tree(
                 assert Path(folder) == caches / tree / tool, lines
             else:
                 assert (base, folder) == ("-", "-"), lines
-    # a tree's cache persists across its own builds (the second candidate's build finds
-    # the first's entry) and never holds what the other tree's builds wrote
+    # the candidate tree's first build starts from a copy of the incumbent tree's cache
+    # (its entry s0-a-0), its cache persists across its own builds (the second candidate's
+    # build finds the first's entry), and the incumbent's tree never holds what the
+    # candidate's builds wrote
     seen = [ln.split("|") for ln in (tmp_path / "env.log.seen").read_text().splitlines()]
-    assert [entries for tree, entries in seen if tree == "s0-b"] == ["", "s0-b-0"], seen
-    for tree, entries in seen:
-        assert all(e.startswith(f"{tree}-") for e in entries.split(",") if e), seen
+    assert [entries for tree, entries in seen if tree == "s0-a"] == [""], seen
+    assert [entries for tree, entries in seen if tree == "s0-b"] == ["s0-a-0",
+                                                                     "s0-a-0,s0-b-1"], seen
+    assert sorted(p.name for p in (caches / "s0-a" / "rtcache").iterdir()) == ["s0-a-0"]
 
 
 def test_finalize_builds_with_the_compiler_cache_pointed_at_its_tree(
@@ -331,3 +335,20 @@ def test_compare_outputs_within_tolerance_and_not() -> None:
     assert [m.line for m in bad] == [1] and "1.0 differs from 1.5" in bad[0].why
     assert compare_outputs("a\n", "a\nb\n")[0].why == "the outputs have 1 and 2 lines"
     assert compare_outputs("status ok\n", "status bad\n")[0].why == "'ok' differs from 'bad'"
+
+
+def test_a_seeded_cache_copies_only_what_the_candidate_tree_lacks(tmp_path: Path) -> None:
+    inc, cand = tmp_path / "s0-a", tmp_path / "s0-b"
+    (inc / "ccache" / "0").mkdir(parents=True)
+    (inc / "ccache" / "0" / "obj").write_text("incumbent's object")
+    (inc / "sccache").mkdir()
+    (inc / "sccache" / "x").write_text("x")
+    (cand / "sccache").mkdir(parents=True)
+    (cand / "sccache" / "own").write_text("the candidate's own")
+    assert seed_cache(inc, cand) == ["ccache"]  # sccache: the candidate's tree has its own
+    assert (cand / "ccache" / "0" / "obj").read_text() == "incumbent's object"
+    assert sorted(p.name for p in (cand / "sccache").iterdir()) == ["own"]
+    (cand / "ccache" / "0" / "obj").write_text("rebuilt by a candidate")
+    assert seed_cache(inc, cand) == []  # once: a later build keeps the tree's own
+    assert (inc / "ccache" / "0" / "obj").read_text() == "incumbent's object"
+    assert seed_cache(tmp_path / "none", cand) == []

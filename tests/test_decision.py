@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 
 from assay.config.spec import DecisionSpec, MetricSpec
-from assay.decision.rule import DecisionContext, FixedPairs, guards_hold, signed_log_ratios
+from assay.decision.rule import (
+    DecisionContext,
+    FixedPairs,
+    guard_change,
+    guards_hold,
+    signed_log_ratios,
+)
 from assay.model import Direction, Pair, Role, RunResult, RunStatus, Verdict
 
 
@@ -68,3 +74,23 @@ def test_guards_hold_within_tolerance_and_fail_beyond() -> None:
     assert not good and "guard mem regressed by 50.00%" in why
     missing = [_run(Role.INCUMBENT, 100, 1)]
     assert guards_hold(missing, [g])[0] is False
+
+
+def test_guard_change_gives_both_medians_and_the_change_by_direction() -> None:
+    runs = [_run(Role.INCUMBENT, 100, 1), _run(Role.INCUMBENT, 104, 2),
+            _run(Role.CANDIDATE, 120, 3), _run(Role.CANDIDATE, 118, 4)]
+    smaller = MetricSpec(name="mem", direction=Direction.MINIMIZE, unit="kB", tolerance=0.10)
+    g = guard_change(runs, smaller)
+    assert (g.incumbent, g.candidate) == (104, 120)  # the upper median of two
+    assert g.better is not None and abs(g.better + 16 / 104) < 1e-12 and g.regressed
+    assert g.describe() == "mem 104 -> 120 kB (-15.38%, tolerance 10.00%): regressed"
+    larger = MetricSpec(name="mem", direction=Direction.MAXIMIZE, tolerance=0.10)
+    up = guard_change(runs, larger)
+    assert up.better is not None and up.better > 0 and not up.regressed
+    assert up.describe().endswith("(+15.38%, tolerance 10.00%): holds")
+    # regression() words come from the same change
+    assert "guard mem regressed by 15.38% (tolerance 10.00%): 104 -> 120" in \
+        guards_hold(runs, [smaller])[1]
+    none = guard_change(runs[:2], smaller)
+    assert none.better is None and not none.regressed
+    assert none.describe() == "mem: not measured on the candidate"

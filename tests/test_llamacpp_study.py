@@ -106,3 +106,70 @@ def test_paired_effect_is_percent_with_an_interval(study: ModuleType) -> None:
     assert z.low < 0 < z.high
     slower = study.paired_effect(faster, inc)  # positive means better: a loss is negative
     assert slower.high < 0
+
+
+def _row(study: ModuleType, name: str, state: str, first: float | None = 300.0,
+         later: tuple[float, ...] = (0.4, 0.5)) -> object:
+    run = study.llamacpp_run
+    return run.Row(name=name, exp="e0001", state=state, effect=0.05, lo=0.02, hi=0.08,
+                   runs=8, first_build_s=first, later_build_s=later, checks_runs=1,
+                   pp_change=-0.01, reason="")
+
+
+def test_the_verdict_names_each_condition_it_misses(study: ModuleType) -> None:
+    run = study.llamacpp_run
+    pr = "metric tg128 ... | pp512 | this change alone | ..."
+    good = [_row(study, "05-fuse", "kept"), _row(study, "06-prefetch", "discarded"),
+            _row(study, "09-wrong", "invalid", later=())]
+    ok, why = run.verdict(good, {"05-fuse": 0.03, "06-prefetch": -0.02},
+                          {"05-fuse": 0.05, "06-prefetch": 0.0}, ["09-wrong"], 0.01, [pr])
+    assert ok and why == []
+    # a keep whose truth does not clear δ, a wrong change kept, a slow rebuild, a bare PR
+    bad = [_row(study, "05-fuse", "kept", later=(0.4, 45.0)),
+           _row(study, "09-wrong", "kept")]
+    ok, why = run.verdict(bad, {"05-fuse": 0.005, "09-wrong": -0.1},
+                          {"05-fuse": 0.02, "09-wrong": -0.05}, ["09-wrong"], 0.01,
+                          ["metric tg128 only"])
+    assert not ok
+    text = "\n".join(why)
+    assert "05-fuse was kept but its truth interval's low end +0.50% is not above δ 1%" in text
+    assert "09-wrong was kept but its truth is -5.00%" in text
+    assert "the wrong change 09-wrong is kept, not invalid" in text
+    assert "05-fuse: a later build took 45.0 s, more than 10% of its first (300.0 s)" in text
+    assert "a PR text lacks tg128 or pp512" in text
+    # nothing kept: the conditions on keeps and PR texts hold vacuously
+    ok, why = run.verdict([_row(study, "09-wrong", "invalid")], {}, {}, ["09-wrong"], 0.01,
+                          [])
+    assert ok and why == []
+    ok, why = run.verdict([_row(study, "05-fuse", "kept")], {"05-fuse": 0.03},
+                          {"05-fuse": 0.04}, [], 0.01, [])
+    assert not ok and why == ["changes were kept but finalize wrote no PR text"]
+
+
+def test_the_recipe_takes_the_study_settings(study: ModuleType) -> None:
+    text = study.RECIPE.read_text()
+    out = study.llamacpp_run.recipe_text(text, 1, 1, "1.1B q4_0")
+    assert "-p 512 -n 128 -r 1 -fa 1 -t 1 -o json" in out
+    assert out.count("-t 1 -fa on") == 2 and "-t 2" not in out
+    assert 'model = "1.1B q4_0"' in out and 'model = "55M q4_0"' not in out
+    assert study.llamacpp_run.recipe_text(text, 2, 3, "55M q4_0") == text
+
+
+def test_ranks_in_the_brief_keep_fusions_apart(study: ModuleType) -> None:
+    hyps = [{"text": "Fuse SOFT_MAX → ARGSORT → GET_ROWS in ggml-cpu"},
+            {"text": "Fuse ROPE → SET_ROWS in ggml-cpu: ggml-cuda runs them as one kernel"},
+            {"text": "ggml_compute_forward_soft_max_f32 takes 12% of the time"}]
+    rank = study.llamacpp_run.rank_in_brief
+    assert rank(hyps, "05-fuse-rope-set-rows") == 2
+    assert rank(hyps, "01-soft-max-one-pass") == 3
+    assert rank(hyps, "04-flash-attn-tile-fma") is None
+
+
+def test_the_study_table_gives_mean_and_sd_of_both_sides(study: ModuleType) -> None:
+    runs = {"A": {"tg128": [100.0, 102.0], "pp512": [500.0, 500.0]},
+            "B": {"tg128": [110.0, 112.0], "pp512": [490.0, 510.0]}}
+    lines = study.llamacpp_run.study_table(runs)
+    assert lines[1].split()[:7] == ["pp512", "500.0", "±", "0.0", "500.0", "±", "14.1"]
+    assert "+0.00%" in lines[1]
+    assert lines[2].split()[:7] == ["tg128", "101.0", "±", "1.4", "111.0", "±", "1.4"]
+    assert f"{111 / 101 - 1:+.2%}" in lines[2]

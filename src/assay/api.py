@@ -29,6 +29,7 @@ from .bench import contain, fingerprint, process
 from .config.fidelity import last_level
 from .config.spec import Target
 from .decision.agreement import agreement
+from .decision.rule import guard_change
 from .errors import AssayError, ConfigError
 from .executors.base import Executor
 from .executors.platforms import build_executor
@@ -385,8 +386,11 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         out["decisions"] = [dataclasses.asdict(d) | {"verdict": d.verdict.value}
                             for d in journal.decisions(exp_id)]
         out["blocks"] = [dataclasses.asdict(b) for b in journal.blocks(exp_id)]
+        runs = journal.runs(exp_id)
         out["runs"] = [dataclasses.asdict(r) | {"role": r.role.value, "status": r.status.value}
-                       for r in journal.runs(exp_id)]
+                       for r in runs]
+        # each guard's medians over the runs, and the candidate's change (positive: better)
+        out["guards"] = [guard_change(runs, g).as_dict() for g in target.guards]
         for d in out["decisions"]:
             d.pop("next_block", None)
         # the model calls that made it: tokens by kind, dollars (None: price unknown)

@@ -161,14 +161,28 @@ def test_native_symbols_point_at_their_definition(tmp_path: Path) -> None:
     write(tmp_path / "src" / "arch" / arch / "quants.c",
           "\n\nvoid vec_dot_q4(int n) {\n}\n")
     write(tmp_path / "src" / "ops.c", "static void rms_norm_f32(int n) {\n}\n")
+    # a template's instances: perf names them with their arguments
+    write(tmp_path / "src" / "repack.cpp", "template <typename block_tx8>\n"
+          "static void gemv_lut(int n, const void * vx) {\n}\n")
     focus = collect(tmp_path, "", cite_prefix="")
     prof = ProfileResult("perf", "./bench", hotspots=[
         HotSpot("vec_dot_q4", "libx.so", None, 0.5),
         HotSpot("rms_norm_f32.constprop.0", "libx.so", None, 0.2),
+        HotSpot("gemv_lut<block<4, 8> >", "llama-bench", None, 0.15, in_target=False),
         HotSpot("memcpy", "libc.so.6", None, 0.1, in_target=False)])
     _locate_symbols(prof, focus)
-    assert [(h.file, h.line) for h in prof.hotspots] == [
-        (f"src/arch/{arch}/quants.c", 3), ("src/ops.c", 1), ("libc.so.6", None)]
+    assert [(h.file, h.line, h.in_target) for h in prof.hotspots] == [
+        (f"src/arch/{arch}/quants.c", 3, True), ("src/ops.c", 1, True),
+        ("src/repack.cpp", 2, True), ("libc.so.6", None, False)]
+
+
+def test_template_arguments_are_cut_from_native_symbols() -> None:
+    from assay.research.focus import without_templates
+
+    assert without_templates("gemm_lut<block_iq4_nlx8>") == "gemm_lut"
+    assert without_templates("void ns::f<a<b>, c>(int)") == "void ns::f(int)"
+    assert without_templates("operator<") == "operator<"
+    assert without_templates("a < b") == "a < b"
 
 
 def test_a_benchmark_past_its_time_is_ended_with_its_children(tmp_path: Path) -> None:

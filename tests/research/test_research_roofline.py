@@ -62,3 +62,12 @@ def test_small_fractions_keep_two_digits() -> None:
     from assay.research.roofline import percent
 
     assert [percent(x) for x in (0.0034, 0.051, 0.34, 1.0)] == ["0.34%", "5.1%", "34%", "100%"]
+
+
+def test_a_rate_above_the_roof_is_said_to_be_no_distance() -> None:
+    r = roof("x", "fp32", peak_flops=1e10, bandwidth=1e11)
+    above = place(workload(1e9, 1e6, ""), r, metric_value=20.0)  # 20 GFLOP/s on a 10 roof
+    assert above.fraction == pytest.approx(2.0)
+    assert "above the roof" in above.explanation and "fp32 peak" in above.explanation
+    below = place(workload(1e9, 1e6, ""), r, metric_value=5.0)
+    assert "above the roof" not in below.explanation

@@ -142,3 +142,30 @@ def test_papers_and_repositories_from_the_services(target_repo: Path,
     assert "Fused RMS Normalization" in papers[0].text
     assert "[fast/llm.c](https://github.com/fast/llm.c)" in result.brief
     assert not [n for n in result.notes if "unreachable" in n]
+
+
+def test_a_guard_with_a_batch_is_placed_on_the_roof_apart(target_repo: Path) -> None:
+    """tg is batch-1 decoding (memory-bound); pp, a 512-token prompt in one batch, reads the
+    weights once per 512 tokens: the same work per token is compute-bound."""
+    toml = target_repo / "assay.toml"
+    toml.write_text(toml.read_text().replace("[research]", '''\
+[[guards]]
+name = "pp"
+direction = "maximize"
+tolerance = 0.02
+
+[research]
+batches = {pp = 512}'''))
+    result = run_research(load(target_repo), None, offline=True, profile=False)
+    assert result.placement is not None and result.placement.bound == "memory-bound"
+    [(name, pp)] = result.guard_placements
+    assert name == "pp" and pp.bound == "compute-bound"
+    assert pp.intensity == pytest.approx(24000.0 / (128000.0 / 512))
+    assert "Placement of the guard pp: **compute-bound**" in result.brief
+    assert result.to_json()["guard_placements"][0]["bound"] == "compute-bound"
+    toml.write_text(toml.read_text().replace("batches = {pp = 512}", "batches = {tg = 512}"))
+    with pytest.raises(ConfigError, match=r"research.batches.*'tg'.*not a \[\[guards\]\]"):
+        ResearchConfig.from_target(load(target_repo))
+    toml.write_text(toml.read_text().replace("batches = {tg = 512}", "batches = {pp = 0}"))
+    with pytest.raises(ConfigError, match="not a batch size"):
+        ResearchConfig.from_target(load(target_repo))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -138,3 +139,24 @@ def node_gate(confined: bool) -> None:
             f"machine running `assay run` does: {found.why}. Install bubblewrap on every "
             "node (or run assay with ASSAY_SANDBOX=off to run every block unconfined, which "
             "the run then says)")
+
+
+def seed_cache(incumbent: Path, candidate: Path) -> list[str]:
+    """Give the candidate tree's compile caches a copy of the incumbent tree's, each cache
+    folder (ccache's, sccache's) the candidate's tree does not hold yet; the names copied.
+
+    The candidate's first build then compiles only what differs from the incumbent (the
+    caches are keyed by the preprocessed source and the flags, each path relative to its
+    own tree) instead of everything. Only this way round: nothing a candidate compiled
+    reaches the incumbent's tree."""
+    copied: list[str] = []
+    if not incumbent.is_dir():
+        return copied
+    for src in sorted(incumbent.iterdir()):
+        dst = candidate / src.name
+        if not src.is_dir() or (dst.is_dir() and any(dst.iterdir())):
+            continue
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, symlinks=True)
+        copied.append(src.name)
+    return copied

@@ -114,8 +114,9 @@ def cache_dir(target: Target, slot: str) -> Path:
 
 
 def tree_cache(target: Target, slot: str, tree: Path) -> Path:
-    """The compile caches of one tree of ``slot``: written and read only by the commands
-    run in that tree, kept across its runs (a rebuild there stays incremental)."""
+    """The compile caches of one tree of ``slot``: written only by the commands run in that
+    tree, kept across its runs (a rebuild there stays incremental); the candidate tree's
+    start as a copy of the incumbent tree's (:func:`assay.bench.contain.seed_cache`)."""
     return cache_dir(target, slot) / tree.name
 
 
@@ -559,6 +560,8 @@ def _build_trees(run: BlockRun) -> BlockResult | None:
         if why := guard.check("the incumbent's build", [trees.a]):
             return run.tampered(why)
     if run.block.candidate is not None and trees.b_state != run.b_key:
+        cache = cache_dir(target, run.slot.name)  # the candidate's first build: seeded
+        contain.seed_cache(cache / trees.a.name, cache / run.b_tree.name)
         step = run_step(target.build, trees.b, run.env_b, run.logs, "build-b", target,
                         run.cancel)
         run.build_s += step.seconds

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__, api, keys
+from ..decision.rule import GuardChange
 from ..errors import AssayError
 from ..faces.terminal import (
     UNPAIRED,
@@ -289,6 +290,10 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
         print_platforms(console, final)
+    for g in data.get("guards") or []:
+        console.print("  guard " + escape(GuardChange(**{k: v for k, v in g.items()
+                                                          if k != "regressed"}).describe()),
+                      highlight=False)
     print_blocks(console, data["blocks"], data["runs"])
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):

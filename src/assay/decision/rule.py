@@ -196,6 +196,50 @@ def median_of(runs: Sequence[RunResult], role: Role, name: str,
     return vals[len(vals) // 2] if vals else None
 
 
+@dataclass(frozen=True)
+class GuardChange:
+    """A guard metric over one experiment's runs: each side's median and the relative
+    change of the candidate's (``better``: positive is better, by the guard's direction)."""
+
+    name: str
+    unit: str
+    incumbent: float | None
+    candidate: float | None
+    better: float | None
+    tolerance: float
+
+    @property
+    def regressed(self) -> bool:
+        return self.better is not None and -self.better > self.tolerance
+
+    def describe(self) -> str:
+        """``pp512 1000 -> 901.3 tok/s (-9.87%, tolerance 2.00%): regressed``."""
+        if self.incumbent is None or self.candidate is None:
+            side = "candidate" if self.candidate is None else "incumbent"
+            return f"{self.name}: not measured on the {side}"
+        unit = f" {self.unit}" if self.unit else ""
+        return (f"{self.name} {self.incumbent:.4g} -> {self.candidate:.4g}{unit} "
+                f"({self.better:+.2%}, tolerance {self.tolerance:.2%}): "
+                f"{'regressed' if self.regressed else 'holds'}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "unit": self.unit, "incumbent": self.incumbent,
+                "candidate": self.candidate, "better": self.better,
+                "tolerance": self.tolerance, "regressed": self.regressed}
+
+
+def guard_change(runs: Sequence[RunResult], spec: MetricSpec,
+                 holdout: bool = False) -> GuardChange:
+    """The medians of ``spec`` on both sides and the candidate's relative change."""
+    mb = median_of(runs, Role.CANDIDATE, spec.name, holdout)
+    ma = median_of(runs, Role.INCUMBENT, spec.name, holdout)
+    better = None
+    if ma is not None and mb is not None:
+        change = (mb - ma) / (abs(ma) if ma != 0 else 1.0)
+        better = change if spec.direction is Direction.MAXIMIZE else -change
+    return GuardChange(spec.name, spec.unit, ma, mb, better, spec.tolerance)
+
+
 def regression(runs: Sequence[RunResult], spec: MetricSpec, holdout: bool = False) -> str:
     """Why the candidate's median of ``spec`` regressed beyond its tolerance ('' if it did not).
 
@@ -203,18 +247,14 @@ def regression(runs: Sequence[RunResult], spec: MetricSpec, holdout: bool = Fals
     side, there is nothing to compare against and none is reported.
     """
     label = "the holdout" if holdout else f"guard {spec.name}"
-    mb = median_of(runs, Role.CANDIDATE, spec.name, holdout)
-    if mb is None:
+    g = guard_change(runs, spec, holdout)
+    if g.candidate is None:
         return f"{label} was not measured on the candidate"
-    ma = median_of(runs, Role.INCUMBENT, spec.name, holdout)
-    if ma is None:
+    if g.incumbent is None:
         return f"{label} was not measured on the incumbent" if holdout else ""
-    scale = abs(ma) if ma != 0 else 1.0
-    change = (mb - ma) / scale
-    worse = -change if spec.direction is Direction.MAXIMIZE else change
-    if worse > spec.tolerance:
-        return (f"{label} regressed by {worse:.2%} (tolerance {spec.tolerance:.2%}): "
-                f"{ma:g} -> {mb:g}")
+    if g.regressed and g.better is not None:
+        return (f"{label} regressed by {-g.better:.2%} (tolerance {spec.tolerance:.2%}): "
+                f"{g.incumbent:g} -> {g.candidate:g}")
     return ""
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..config.spec import Target
 from ..decision.agreement import agreement
+from ..decision.rule import guard_change
 from ..export import experiment_dict, shown_value
 from ..journal import lock as lock_mod
 from ..journal.store import JOURNAL_NAME, Journal
@@ -624,6 +625,8 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
             "logs": extra})
     out["metric"] = {"name": target.metric.name, "direction": target.metric.direction.value,
                      "unit": target.metric.unit}
+    # each guard's medians over the experiment's runs (all of them: a moved incumbent's too)
+    out["guards"] = [guard_change(runs, g).as_dict() for g in target.guards]
     out["finished"] = exp.state.is_finished()
     out["logs_note"] = "" if tail_bytes else (
         f"log text is left out of reports of more than {REPORT_LOGS_LIMIT:,d} experiments: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.spec import Target
 from ..measure.compare import Measured
@@ -116,6 +117,7 @@ def text(o: Outcome, target: Target, run: str, base: str, fp: Fingerprint | None
         else:
             lines.append(f"| {name} | {pct(meas.effect)} | {interval(meas)} | {meas.pairs} | "
                          f"{meas.runs} | {meas.state} |")
+    lines += guard_table(o)
     lines += platform_table(o)
     lines += ["", *([f"**{f}**" for f in o.flags] or ["It stands on its own: its interval "
                                                      "excludes zero alone and in the final "
@@ -149,6 +151,30 @@ def _rest(o: Outcome, lines: list[str], checks_note: str, fp: Fingerprint | None
     lines += ["", f"Branch `{o.branch}`"
               + (f"; measurement journals: {', '.join(journals)}" if journals else ".")]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def guard_table(o: Outcome) -> list[str]:
+    """With ``[[guards]]``: each guard's medians in both comparisons and the change."""
+    rows = [(name, g) for name, meas in (("this change alone", o.alone),
+                                         ("final tree without it", o.without))
+            if meas is not None for g in meas.guards]
+    if not rows:
+        return []
+    out = ["", "Guards (median of each side's runs in the same comparisons; positive is "
+           "better):", "", "| guard | comparison | A (median) | B (median) | change | tolerance "
+           "| |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, g in rows:
+        unit = f" {g['unit']}" if g.get("unit") else ""
+
+        def num(v: Any, unit: str = unit) -> str:
+            return "-" if v is None else f"{v:.4g}{unit}"
+
+        state = ("not measured on both sides" if g.get("better") is None
+                 else "regressed" if g.get("regressed") else "holds")
+        out.append(f"| {g['name']} | {name} | {num(g.get('incumbent'))} | "
+                   f"{num(g.get('candidate'))} | {pct(g.get('better'))} | "
+                   f"{float(g['tolerance']):.2%} | {state} |")
+    return out
 
 
 def platform_table(o: Outcome) -> list[str]:

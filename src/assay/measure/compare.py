@@ -14,12 +14,13 @@ which is deleted when the comparison ends. The target's hooks do not fire.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.spec import Target
+from ..config.spec import MetricSpec, Target
+from ..decision.rule import guard_change
 from ..errors import FinalizeError
 from ..executors.platforms import build_executor
 from ..journal.store import Journal
@@ -57,6 +58,8 @@ class Measured:
     journal: str
     # with [[platforms]]: each platform's row (platform, state, effect, lo, hi, pairs, reason)
     platforms: tuple[Mapping[str, Any], ...] = ()
+    # each guard's medians and change over the comparison's runs (GuardChange.as_dict)
+    guards: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def distinguishable(self) -> bool:
@@ -139,7 +142,7 @@ def compare(target: Target, run: str, cmp: Comparison, folder: Path,
         if summary.failed or not exps:
             raise FinalizeError(f"measuring {cmp.label} failed: {summary.failed or 'no result'}"
                                 f" (journal: {path})")
-        return _measured(cmp.label, exps[0], journal, path)
+        return _measured(cmp.label, exps[0], journal, path, target.guards)
     finally:
         journal.close()
         refs.delete(f"assay/{scratch}")
@@ -154,15 +157,17 @@ def own_words(label: str, kind: str, message: str, exp: Experiment | None) -> st
     return f"  [{label}] {message}"
 
 
-def _measured(label: str, exp: Experiment, journal: Journal, path: Path) -> Measured:
+def _measured(label: str, exp: Experiment, journal: Journal, path: Path,
+              guards: Sequence[MetricSpec] = ()) -> Measured:
     d = exp.decision
     blocks = journal.blocks(exp.id)
+    runs = journal.runs(exp.id)
     checks = [b.checks_passed for b in blocks if b.checks_passed is not None]
     return Measured(
         label=label, state=exp.state.value, effect=d.effect if d else None,
         lo=d.lo if d else None, hi=d.hi if d else None,
         reason=exp.note or (d.reason if d else ""), pairs=d.pairs_used if d else 0,
-        runs=len(journal.runs(exp.id)), checks_passed=(all(bool(c) for c in checks)
-                                                       if checks else None),
+        runs=len(runs), checks_passed=(all(bool(c) for c in checks) if checks else None),
         journal=str(path),
-        platforms=tuple(d.details.get("platforms") or ()) if d else ())
+        platforms=tuple(d.details.get("platforms") or ()) if d else (),
+        guards=tuple(guard_change(runs, g).as_dict() for g in guards))

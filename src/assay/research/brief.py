@@ -61,6 +61,8 @@ class Findings:
     roof: Roof | None = None
     workload: Workload | None = None
     placement: Placement | None = None
+    # (guard metric, its placement) for the guards with a batch in [research] batches
+    guard_placements: list[tuple[str, Placement]] = field(default_factory=list)
     gaps: list[tuple[str, GapReport]] = field(default_factory=list)  # (source kind, report)
     hits: list[Hit] = field(default_factory=list)
     papers: list[Paper] = field(default_factory=list)
@@ -519,6 +521,8 @@ def _roofline_section(ev: Findings) -> list[str]:
         w.append(f"Work per unit of the metric: {ev.workload.basis}.")
     if ev.placement is not None:
         w.append(f"Placement: **{ev.placement.bound}** — {ev.placement.explanation}.")
+    for name, pl in ev.guard_placements:
+        w.append(f"Placement of the guard {name}: **{pl.bound}** — {pl.explanation}.")
     path = hot_path(ev)
     if path:
         w.append("")

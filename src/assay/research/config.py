@@ -16,6 +16,7 @@ Every key is optional::
     github = true
     max_papers = 5
     model = "llama 7B q4_0"                       # or flops / bytes per unit of the metric
+    batches = {pp512 = 512}                       # a guard's tokens per read of the weights
     flops = 1.4e10
     bytes = 3.9e9
     device = "AMD EPYC 7763"                      # default: detected
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.section import Section
 from ..config.spec import Target
 
 
@@ -51,6 +53,9 @@ class ResearchConfig:
     github_url: str = ""
     max_papers: int = 5
     model: str = ""
+    # guard metric -> tokens that share one read of the weights (a prompt's batch): its own
+    # roofline placement, the model's work per token with the bytes divided by the batch
+    batches: tuple[tuple[str, float], ...] = ()
     flops: float | None = None
     bytes: float | None = None
     device: str = ""
@@ -80,6 +85,7 @@ class ResearchConfig:
             github_url=sec.get("github_url", str, ""),
             max_papers=sec.number("max_papers", 5, low=0, high=50, integer=True),
             model=sec.get("model", str, ""),
+            batches=_batches(sec, target),
             flops=sec.number("flops", None, low=0.0),
             bytes=sec.number("bytes", None, low=0.0),
             device=sec.get("device", str, ""),
@@ -97,3 +103,19 @@ class ResearchConfig:
                 raise sec.error(key, "must be above zero", "a positive number")
         sec.reject_unknown()
         return cfg
+
+
+def _batches(sec: Section, target: Target) -> tuple[tuple[str, float], ...]:
+    """``batches = {pp512 = 512}``: each key a guard, each value a batch of at least 1."""
+    raw = sec.get("batches", dict, {})
+    guards = [g.name for g in target.guards]
+    out = []
+    for name, value in raw.items():
+        if name not in guards:
+            raise sec.error("batches", f"names {name!r}, which is not a [[guards]] metric",
+                            f"one of: {', '.join(guards) or '(no guards declared)'}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+            raise sec.error("batches", f"{name} = {value!r} is not a batch size",
+                            "a number of tokens, at least 1")
+        out.append((str(name), float(value)))
+    return tuple(out)

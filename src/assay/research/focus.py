@@ -47,13 +47,31 @@ def focus_side(target: Target, cfg: ResearchConfig) -> Side:
 _SYMBOL_SUFFIX = re.compile(r"(\.(constprop|isra|part|cold|lto_priv)\.\d+)+$")
 
 
+def without_templates(symbol: str) -> str:
+    """A C++ symbol without its template arguments: ``gemv_lut<block<4, 8> >`` is
+    ``gemv_lut`` (nested brackets included; ``operator<`` and the like are left alone)."""
+    out: list[str] = []
+    depth = 0
+    for i, ch in enumerate(symbol):
+        opens = i > 0 and (symbol[i - 1].isalnum() or symbol[i - 1] == "_") \
+            and not symbol[:i].endswith("operator")
+        if ch == "<" and (depth or opens):
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out) if depth == 0 else symbol
+
+
 def locate_symbols(prof: ProfileResult, focus: Side) -> None:
     """Point native hot spots (perf gives a library) at their definitions in the code."""
     where: dict[str, list[tuple[str, int]]] = {}
     for name, ev in focus.defs:
         where.setdefault(name, []).append((ev.path, ev.line))
     for i, h in enumerate(prof.hotspots):
-        bare = _SYMBOL_SUFFIX.sub("", h.function.split("(", 1)[0]).rsplit("::", 1)[-1]
+        bare = _SYMBOL_SUFFIX.sub("", without_templates(h.function).split("(", 1)[0])
+        bare = bare.rsplit("::", 1)[-1].split()[-1] if bare.strip() else bare
         found = this_arch(where.get(bare, []))
         if found is not None:
             prof.hotspots[i] = replace(h, file=found[0], line=found[1], in_target=True)

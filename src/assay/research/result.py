@@ -33,6 +33,7 @@ class ResearchResult:
     passages: int = 0
     diffs: list[FunctionDiff] = field(default_factory=list)
     hot_path: list[dict[str, Any]] = field(default_factory=list)  # op, share, bound
+    guard_placements: list[tuple[str, Placement]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,8 @@ class ResearchResult:
             "roof": None if self.roof is None else asdict(self.roof),
             "workload": None if self.workload is None else asdict(self.workload),
             "placement": None if self.placement is None else asdict(self.placement),
+            "guard_placements": [{"metric": name, **asdict(pl)}
+                                 for name, pl in self.guard_placements],
             "gaps": [{"kind": kind, "have": rep.a.label, "lack": rep.b.label,
                       "only_have": [_gap_json(g) for g in rep.only_a],
                       "only_lack": [_gap_json(g) for g in rep.only_b]}

@@ -120,6 +120,15 @@ def workload(flops: float | None, nbytes: float | None, model: str) -> Workload:
                     "[research]: operational intensity unknown")
 
 
+def batched(work: Workload, batch: float) -> Workload:
+    """The work per token when ``batch`` tokens share each read of the weights (a prompt
+    processed in one batch): the same FLOP, the bytes divided by the batch."""
+    if work.bytes is None:
+        return work
+    return Workload(work.flops, work.bytes / batch,
+                    f"{work.basis}; {batch:g} tokens per read of the weights")
+
+
 def roof(device: str = "", precision: str = "", peak_flops: float | None = None,
          bandwidth: float | None = None, *, measure: bool = False,
          cache_dir: Path | None = None) -> Roof:
@@ -257,6 +266,11 @@ def place(work: Workload, r: Roof, metric_value: float | None = None,
             text += f" ({bw_used / 1e9:.3g} GB/s of {r.bandwidth / 1e9:.3g} GB/s)"
         if measured_under:
             text += f"; measured under {measured_under}, so a lower bound"
+        if fraction > 1:
+            text += (f"; above the roof: the work runs faster than the {r.precision} peak "
+                     "allows, so it uses another arithmetic (integer dot products, a lower "
+                     "precision) or the peak is low; its fraction is not a distance to the "
+                     "roof")
     else:
         text += "; achieved rate unknown (metric not read)"
     return Placement(bound, oi, ridge, attainable, achieved, fraction, text)

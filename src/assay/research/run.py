@@ -12,7 +12,7 @@ from typing import Any
 
 from ..bench.metrics import read_metric
 from ..bench.process import scrubbed_env
-from ..config.spec import Target
+from ..config.spec import MetricSpec, Target
 from ..errors import MetricError
 from ..model import Direction
 from .brief import Findings, hot_path_rows, rank, render
@@ -25,7 +25,7 @@ from .profile import ProfileResult, profile_command, uses_torch
 from .remote import ArxivClient, GithubClient, Paper, RemoteUnavailable, RepoHit
 from .research_journal import ResearchJournal
 from .result import ResearchResult
-from .roofline import place, roof, workload
+from .roofline import Placement, Roof, Workload, batched, place, roof, workload
 from .sources import Document, Source, SourceError, SourceReport, materialize, parse_source
 from .sources import read_documents as read_source_documents
 from .store import store_hypotheses, write_brief
@@ -76,12 +76,14 @@ def run_research(target: Target, journal: ResearchJournal | None, *,
     placement = place(work, the_roof, metric_value,
                       rate=target.metric.direction is Direction.MAXIMIZE,
                       measured_under=prof.profiler if prof is not None else "")
+    guards = _guard_placements(target, cfg, work, the_roof, prof)
     gap_reports, forks = _gaps(run, sources)
     diffs = hot_function_diffs(prof, mine, forks) if prof is not None else []
     papers, repos = _remote(run, prof, gap_reports, arxiv_url, github_url, min_interval_s)
     hits, passages = _index(run, sources, papers, report, prof, gap_reports)
     ev = Findings(target=target.run.name or target.root.name, metric=target.metric.name,
                   profile=prof, roof=the_roof, workload=work, placement=placement,
+                  guard_placements=guards,
                   gaps=gap_reports, hits=hits, papers=papers, repos=repos,
                   sources_read=report.read, notes=run.notes, editable=target.editable,
                   diffs=diffs, lessons=lessons(journal, target) if journal else [])
@@ -95,7 +97,7 @@ def run_research(target: Target, journal: ResearchJournal | None, *,
     path = write_brief(target, text)
     result = ResearchResult(path, text, hyps, prof, the_roof, work, placement, gap_reports,
                             hits, papers, repos, run.notes, report.read, passages,
-                            diffs=diffs, hot_path=hot_path_rows(ev))
+                            diffs=diffs, hot_path=hot_path_rows(ev), guard_placements=guards)
     (run.state / "research").mkdir(parents=True, exist_ok=True)
     (run.state / "research" / "last.json").write_text(
         json.dumps({"at": time.time(), **result.to_json()}, indent=1, default=str),
@@ -134,11 +136,24 @@ def _profile(run: _Run, wanted: bool) -> tuple[ProfileResult | None, float | Non
     return prof, _metric_from(target, prof)
 
 
-def _metric_from(target: Target, prof: ProfileResult) -> float | None:
+def _guard_placements(target: Target, cfg: ResearchConfig, work: Workload, the_roof: Roof,
+                      prof: ProfileResult | None) -> list[tuple[str, Placement]]:
+    """Each guard of ``[research] batches`` placed on the roof with its batched work and
+    the value the profiled benchmark printed for it."""
+    specs = {g.name: g for g in target.guards}
+    return [(name, place(batched(work, batch), the_roof,
+                         _metric_from(target, prof, specs[name]) if prof else None,
+                         rate=specs[name].direction is Direction.MAXIMIZE,
+                         measured_under=prof.profiler if prof is not None else ""))
+            for name, batch in cfg.batches]
+
+
+def _metric_from(target: Target, prof: ProfileResult,
+                 spec: MetricSpec | None = None) -> float | None:
     if not prof.stdout or prof.exit_code not in (0, None):
         return None
     try:
-        return read_metric(target.metric, prof.stdout, target.root)
+        return read_metric(spec or target.metric, prof.stdout, target.root)
     except (MetricError, OSError, ValueError):
         return None
 

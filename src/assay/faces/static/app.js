@@ -605,6 +605,20 @@
           }))));
       }
     }
+    var guards = x.guards || [];
+    if (guards.length) {  // [[guards]]: each side's median and the candidate's change
+      parts.push(el("h3", { text: "Guards" }));
+      parts.push(el("table", { cls: "guards" },
+        el("thead", null, el("tr", null, ["guard", "incumbent (median)", "candidate (median)", "change", "tolerance", ""].map(function (h) { return el("th", { text: h }); }))),
+        el("tbody", null, guards.map(function (g) {
+          var unit = g.unit ? " " + g.unit : "";
+          return el("tr", { "data-guard": g.name }, el("td", { text: g.name }),
+            el("td", { cls: "num", text: g.incumbent === null ? "–" : num(g.incumbent) + unit }),
+            el("td", { cls: "num", text: g.candidate === null ? "–" : num(g.candidate) + unit }),
+            el("td", { cls: "num", text: pct(g.better) }), el("td", { cls: "num", text: pct(g.tolerance) }),
+            el("td", { text: g.better === null ? "not measured on both sides" : (g.regressed ? "regressed" : "holds") }));
+        }))));
+    }
     parts.push(el("h3", { text: "Diff" }));
     parts.push(diffView(x.patch));
     parts.push(el("h3", { text: "Runs" }));
