@@ -17,6 +17,7 @@ from ..faces.terminal import (
     UNPAIRED,
     RunPrinter,
     finished_in,
+    level_words,
     number,
     paired_words,
     pct,
@@ -281,7 +282,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
             console.print("  the incumbent moved (a keep): measured again against the new one; "
                           "the pairs above are set aside", highlight=False, style="magenta")
         prev_pairs = d["pairs_used"]
-        console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
+        console.print(f"  decision {escape('[' + d['rule'] + ']')}"
+                      f"{level_words(data.get('levels', []), d.get('details') or {})} "
+                      f"{d['verdict']}: effect "
                       f"{pct(d['effect'])} "
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
@@ -289,7 +292,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
         print_platforms(console, final)
-    print_blocks(console, data["blocks"], data["runs"])
+    print_blocks(console, data["blocks"], data["runs"], data.get("levels", []))
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):
         t.add_column(col)
