@@ -416,3 +416,22 @@ def test_a_journal_without_levels_reads_as_level_zero(tmp_path: Path) -> None:
         assert {lv: c.delta for lv, c in j.calibrations().items()} == {0: 0.03, 1: 0.05}
     finally:
         j.close()
+
+
+def test_assay_show_says_the_level_of_each_decision_and_block(tmp_path: Path) -> None:
+    """`assay show` of a reversed candidate: its promotion at the cheap level and its
+    discard at the decisive one, each decision and block labelled with its level."""
+    root = target(tmp_path)
+    api.run(root, proposer_obj=Listed("y"), budget=1)
+    y = by_hypothesis(root)["use y"]
+    assert api.show(str(y["id"]), root)["levels"] == ["BUDGET=1", "BUDGET=3"]
+    env = {**os.environ, "COLUMNS": "250",
+           "PYTHONPATH": str(Path(assay.__file__).resolve().parents[1])}
+    shown = subprocess.run([sys.executable, "-m", "assay", "show", str(y["id"])], cwd=root,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    decisions = [ln for ln in shown.stdout.splitlines() if ln.startswith("  decision")]
+    assert any("at BUDGET=1, screen: promoted keep" in ln for ln in decisions), decisions
+    assert "at BUDGET=3 discard" in decisions[-1], decisions
+    blocks = [ln for ln in shown.stdout.splitlines() if ln.startswith(f"  {y['id']}-b")]
+    assert any("at BUDGET=1," in ln for ln in blocks) and "at BUDGET=3," in blocks[-1], blocks

@@ -402,6 +402,9 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         out["spent_words"] = spent.words() if spent is not None else ""
         fp = fingerprint.at(journal, exp.created_at)
         out["fingerprint"] = fp.as_dict() if fp else None
+        # [fidelity]: each level as people read it, by index (decisions and blocks carry one)
+        fid = target.fidelity
+        out["levels"] = [] if fid is None else [fid.label(i) for i in range(len(fid.levels))]
         return out
     finally:
         journal.close()

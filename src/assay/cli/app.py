@@ -18,6 +18,7 @@ from ..faces.terminal import (
     UNPAIRED,
     RunPrinter,
     finished_in,
+    level_words,
     number,
     paired_words,
     pct,
@@ -282,7 +283,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
             console.print("  the incumbent moved (a keep): measured again against the new one; "
                           "the pairs above are set aside", highlight=False, style="magenta")
         prev_pairs = d["pairs_used"]
-        console.print(f"  decision {escape('[' + d['rule'] + ']')} {d['verdict']}: effect "
+        console.print(f"  decision {escape('[' + d['rule'] + ']')}"
+                      f"{level_words(data.get('levels', []), d.get('details') or {})} "
+                      f"{d['verdict']}: effect "
                       f"{pct(d['effect'])} "
                       f"interval [{pct(d['lo'])}, {pct(d['hi'])}] δ {pct(d['delta'])}, "
                       f"{d['pairs_used']} pairs / {d['runs_used']} runs — {escape(d['reason'])}",
@@ -294,7 +297,7 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
         console.print("  guard " + escape(GuardChange(**{k: v for k, v in g.items()
                                                           if k != "regressed"}).describe()),
                       highlight=False)
-    print_blocks(console, data["blocks"], data["runs"])
+    print_blocks(console, data["blocks"], data["runs"], data.get("levels", []))
     t = Table(title="runs")
     for col in ("run", "role", "status", "metrics", "slot", "wall s", "reason"):
         t.add_column(col)

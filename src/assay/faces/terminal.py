@@ -23,7 +23,7 @@ from ..journal.store import peek_count
 from ..loop.progress import Summary
 from ..measure.chain import words as chain_words
 from ..measure.verify import compounded, unreproduced
-from ..model import Direction, Experiment
+from ..model import LEVEL, SCREEN, Direction, Experiment
 from ..strictjson import dumps
 
 STYLE = {"kept": "bold green", "discarded": "grey50", "invalid": "yellow", "crashed": "red",
@@ -457,13 +457,26 @@ def block_setup_s(block: dict[str, Any], runs: Sequence[dict[str, Any]]) -> floa
     return max(0.0, float(wall) - inside)
 
 
+def level_words(levels: Sequence[str], details: Mapping[str, Any]) -> str:
+    """`` at TIME_BUDGET=30`` (and ``, screen: promoted``) for a decision made at a fidelity
+    level; '' without ``[fidelity]``."""
+    level = details.get(LEVEL)
+    if not levels or not isinstance(level, int) or not 0 <= level < len(levels):
+        return ""
+    screen = details.get(SCREEN)
+    return f" at {levels[level]}" + (f", screen: {screen}" if screen else "")
+
+
 def print_blocks(console: Console, blocks: Sequence[dict[str, Any]],
-                 runs: Sequence[dict[str, Any]]) -> None:
-    """Each block's wall time and what it spent on build and checks."""
+                 runs: Sequence[dict[str, Any]], levels: Sequence[str] = ()) -> None:
+    """Each block's wall time and what it spent on build and checks (and, with
+    ``[fidelity]``, the level it ran at)."""
     console.print("[bold]blocks[/]")
     for b in blocks:
         parts = [f"  {b['id']:<10} {b['kind']:<8} {b.get('slot') or '-':<4} "
                  f"{b['state']:<9}"]
+        if levels and 0 <= int(b.get("level") or 0) < len(levels):
+            parts.append(f"at {levels[int(b.get('level') or 0)]}")
         wall = b.get("wall_s")
         parts.append("wall -" if wall is None else f"wall {wall:.2f} s")
         if b.get("build_s") is not None:
