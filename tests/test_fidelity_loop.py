@@ -26,6 +26,7 @@ from assay.config.spec import parse
 from assay.errors import ConfigError
 from assay.journal.store import Journal
 from assay.loop.calibration import CAL
+from assay.loop.intake import touches_assignment
 from assay.model import LEVEL, SCREEN, Candidate, Role
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.sweep import SweepProposer
@@ -435,3 +436,37 @@ def test_assay_show_says_the_level_of_each_decision_and_block(tmp_path: Path) ->
     assert "at BUDGET=3 discard" in decisions[-1], decisions
     blocks = [ln for ln in shown.stdout.splitlines() if ln.startswith(f"  {y['id']}-b")]
     assert any("at BUDGET=1," in ln for ln in blocks) and "at BUDGET=3," in blocks[-1], blocks
+
+
+@pytest.mark.parametrize("line", [
+    "BUDGET = 300",
+    "    BUDGET = 300",
+    "BUDGET: float = 300",
+    "BUDGET *= 10",
+    "BUDGET, WORK = 300, 1",
+    "WORK, BUDGET = 1, 300",
+    "if (BUDGET := 300) > 0: pass",
+    "    global BUDGET",
+    'globals()["BUDGET"] = 300',
+    "setattr(sys.modules[__name__], 'BUDGET', 300)",
+])
+def test_a_patch_that_binds_the_fidelity_parameter_any_way_is_caught(line: str) -> None:
+    """The attacks on the level's value: every way a candidate could set the parameter
+    behind assay's back, each added in a hunk of the editable file."""
+    patch = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
+             "@@ -1,2 +1,3 @@\n WORK = 1\n BUDGET = 3\n+" + line + "\n")
+    assert touches_assignment(patch, "work.py", "BUDGET")
+    assert not touches_assignment(patch, "other.py", "BUDGET")
+
+
+@pytest.mark.parametrize("line", [
+    "deadline = start + BUDGET",
+    "if elapsed >= BUDGET: stop()",
+    "print(BUDGET == 3, BUDGET != 4, BUDGET <= 5)",
+    "MY_BUDGET = 2  # not BUDGET = 3",
+    "cfg.BUDGET = 2",
+])
+def test_a_patch_that_only_reads_the_fidelity_parameter_is_admitted(line: str) -> None:
+    patch = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
+             "@@ -1,2 +1,3 @@\n WORK = 1\n BUDGET = 3\n+" + line + "\n")
+    assert not touches_assignment(patch, "work.py", "BUDGET")

@@ -31,17 +31,42 @@ class Admission:
 
 
 def touches_assignment(patch: str, file: str, name: str) -> bool:
-    """Whether ``patch`` adds or removes the top-level line ``NAME = ...`` of ``file``."""
-    line = re.compile(rf"^[+-]{re.escape(name)}[ \t]*(?::[^=\n]+)?=")
+    """Whether ``patch`` adds or removes, in ``file``, a line that binds ``name``: its
+    top-level ``NAME = ...`` line, or any other way a candidate could set it behind assay's
+    back (indented, augmented, unpacked or walrus assignments, ``global NAME``, the name as
+    a string such as ``globals()["NAME"]``). Lines that only read it are left alone."""
+    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
+    quoted = re.compile(rf"[\"']{re.escape(name)}[\"']")
+    declared = re.compile(rf"^\s*global\b.*(?<![\w.]){re.escape(name)}(?!\w)")
+    walrus = re.compile(rf"(?<![\w.]){re.escape(name)}\s*:=")
     current = ""
     for text in patch.splitlines():
         if text.startswith("diff --git "):
             current = ""
         elif text.startswith("+++ "):
             current = text[4:].strip().removeprefix("b/")
-        elif not text.startswith("--- ") and current == file and line.match(text):
-            return True
+        elif current == file and text[:1] in "+-" and not text.startswith("--- "):
+            line = text[1:].split("#", 1)[0]
+            if quoted.search(line) or declared.match(line) or walrus.search(line):
+                return True
+            bound = _binding_side(line)
+            if bound is not None and word.search(bound):
+                return True
     return False
+
+
+def _binding_side(line: str) -> str | None:
+    """The text left of the first ``=`` of ``line`` that binds (not ``==``, ``<=``, ``>=``,
+    ``!=``), None when there is none."""
+    for i, ch in enumerate(line):
+        if ch != "=":
+            continue
+        before = line[i - 1] if i else ""
+        after = line[i + 1] if i + 1 < len(line) else ""
+        if after == "=" or before in "=<>!":
+            continue
+        return line[:i]
+    return None
 
 
 class Intake:
