@@ -434,3 +434,23 @@ def test_verify_in_a_fresh_clone_fetches_the_run_commits_first(tmp_path: Path) -
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"final best {kept[:12]}" in r.stdout
     assert _has(b, kept)
+
+
+def test_finalize_in_a_fresh_clone_fetches_the_run_commits_first(tmp_path: Path) -> None:
+    """A copy of .assay in a new clone is enough for finalize too: the run branch and its
+    kept commits come from the carried bundle before the branches are made."""
+    origin = _origin(tmp_path)
+    a = _clone(origin, tmp_path / "a")
+    assert cli("run", "-C", str(a), "--budget", "1").returncode == 0
+    kept = api.status(a)["incumbent"]["commit"]
+    b = _clone(origin, tmp_path / "b")
+    shutil.copytree(a / ".assay", b / ".assay", symlinks=True)
+    shutil.rmtree(a)
+    assert not _has(b, kept)
+    r = cli("finalize", "-C", str(b), "--no-measure")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fetched the run's commits into this clone" in r.stdout + r.stderr
+    assert _has(b, kept)
+    branches = subprocess.run(["git", "branch", "--list", "assay/*"], cwd=b, text=True,
+                              capture_output=True, check=True).stdout
+    assert "assay/" in branches

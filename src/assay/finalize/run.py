@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import state
 from ..assemble import load, open_journal
 from ..bench import fingerprint, process
 from ..bench.meter import Meter, caps_of
@@ -162,6 +163,9 @@ def finalize(root: str | Path = ".", *, groups_file: str | Path | None = None,
     try:
         journal = open_journal(target)
         try:
+            for line in state.ensure_commits(target, journal):  # a copy of .assay, a new clone
+                journal.event("resume", line)
+                report(line)
             return _finalize(target, journal, groups_file, set(waive), measure_groups,
                              report, reviewer)
         finally:
