@@ -22,8 +22,11 @@ import pytest
 
 import assay
 from assay import api
+from assay.assemble import load
 from assay.config.spec import parse
 from assay.errors import ConfigError
+from assay.export import rows
+from assay.faces.data import status_data
 from assay.journal.store import Journal
 from assay.loop.calibration import CAL
 from assay.loop.intake import touches_assignment
@@ -49,7 +52,8 @@ budget = os.environ.get("BUDGET") or str(getattr(work, "BUDGET", ""))
 choice = os.environ["CHOICE"]
 jitter = 1 + (draw() - 1) * (CHEAP_NOISE if budget == "1" else 1)
 print(f"seen BUDGET={{budget}} CHOICE={{choice}}")
-print(f"METRIC speed={{100 * FACTORS[choice][budget] * jitter:.4f}}")
+# a longer budget reaches a larger value: the levels measure different quantities
+print(f"METRIC speed={{100 * int(budget) * FACTORS[choice][budget] * jitter:.4f}}")
 """
 
 CONFIG = """\
@@ -470,3 +474,35 @@ def test_a_patch_that_only_reads_the_fidelity_parameter_is_admitted(line: str) -
     patch = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
              "@@ -1,2 +1,3 @@\n WORK = 1\n BUDGET = 3\n+" + line + "\n")
     assert not touches_assignment(patch, "work.py", "BUDGET")
+
+
+def test_the_baseline_every_output_shows_is_measured_at_the_last_level(
+        tmp_path: Path) -> None:
+    """A screen at the cheap level measures another quantity (here a third of the last
+    level's), so it never gives the baseline: before anything reaches the last level there
+    is none; after, the summary, `assay status`, the dashboard's data and the exports give
+    the last level's, the same number."""
+    root = target(tmp_path)
+    summary = api.run(root, proposer_obj=Listed("z"))
+    assert by_hypothesis(root)["use z"]["state"] == "discarded"
+    assert summary.baseline is None and summary.best is None
+    assert api.status(root)["baseline"] is None
+    t = load(root)
+    j = journal(root)
+    try:
+        assert status_data(t, j)["baseline"] is None
+        assert not [r for r in rows(j, t) if r["id"] == "baseline"]
+    finally:
+        j.close()
+
+    summary = api.run(root, proposer_obj=Listed("x"))
+    assert by_hypothesis(root)["use x"]["state"] == "kept"
+    assert summary.baseline is not None and 250 < summary.baseline < 350  # BUDGET=3
+    assert summary.best is not None and summary.best > summary.baseline
+    j = journal(root)
+    try:
+        shown = [api.status(root)["baseline"], status_data(t, j)["baseline"],
+                 next(r["metric"] for r in rows(j, t) if r["id"] == "baseline")]
+    finally:
+        j.close()
+    assert shown == [summary.baseline] * 3

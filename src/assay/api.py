@@ -291,10 +291,11 @@ def status(root: str | Path = ".", config: str | None = None) -> dict[str, Any]:
     try:
         # Only what the summary needs (counts in SQL, the first decided and the kept ones),
         # so the cost does not grow with the journal.
-        cal = journal.calibration(last_level(target.fidelity))  # where keeps are decided
-        first = journal.first_decided()
+        last = last_level(target.fidelity)  # where keeps are decided
+        cal = journal.calibration(last)
+        first = journal.first_decided(last)
         kept = journal.experiments([ExperimentState.KEPT], patches=False)
-        p = progress([*([first] if first else []), *kept], cal.baseline if cal else None)
+        p = progress([*([first] if first else []), *kept], cal.baseline if cal else None, last)
         counts = journal.state_counts()
         inc = journal.incumbent()
         return {

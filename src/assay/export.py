@@ -27,10 +27,11 @@ import json
 import math
 from typing import Any
 
+from .config.fidelity import last_level
 from .config.spec import MetricSpec, Target
 from .journal.store import Journal
 from .loop.progress import progress
-from .model import Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
+from .model import LEVEL, Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
 
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
@@ -148,11 +149,12 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
     if for_proposers:
         exps = [for_proposer(e) for e in exps]
     out: list[dict[str, Any]] = []
-    first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details),
-                 None)
-    cal = journal.calibration()
+    last = last_level(target.fidelity)  # where keeps are decided
+    first = next((e for e in exps if e.decision and "incumbent_value" in e.decision.details
+                  and int(e.decision.details.get(LEVEL, 0)) == last), None)
+    cal = journal.calibration(last)
     # the baseline `assay status`, the summary and the report show: one number, one place
-    baseline = progress(exps, cal.baseline if cal else None).baseline
+    baseline = progress(exps, cal.baseline if cal else None, last).baseline
     if first is not None and first.decision is not None and baseline is not None:
         base_mem = _baseline_side(journal, first, mem.name) if mem else None
         base_metrics = {g.name: v for g in target.guards

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config.fidelity import last_level
 from ..config.spec import Target
 from ..decision.agreement import agreement
 from ..decision.rule import guard_change
@@ -290,8 +291,11 @@ def status_data(target: Target, journal: Journal | None,
                  sum(n for n, _ in totals.get(e.id, {}).values()), spent.get(e.id))
             for e in exps]
     cal = journal.calibration()
-    # counts, baseline and best as `assay status` and the run's summary give them
-    head = run_progress(exps, _finite(cal.baseline) if cal else None)
+    # counts, baseline and best as `assay status` and the run's summary give them: at the
+    # level keeps are decided at
+    last = last_level(target.fidelity)
+    at_last = journal.calibration(last)
+    head = run_progress(exps, _finite(at_last.baseline) if at_last else None, last)
     counts, baseline, best = head.counts, head.baseline, head.best
     noise = _finite(cal.pooled) if cal else None
     inc = journal.incumbent()

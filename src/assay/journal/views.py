@@ -109,12 +109,14 @@ class ViewQueries(Store):
         return {str(k): int(v) for k, v in self.conn.execute(
             "SELECT state, COUNT(*) FROM experiments GROUP BY state")}
 
-    def first_decided(self) -> Experiment | None:
-        """The first experiment (by seq) whose decision holds the incumbent's value."""
+    def first_decided(self, level: int = 0) -> Experiment | None:
+        """The first experiment (by seq) whose decision holds the incumbent's value, made at
+        ``level`` (a decision without one: level 0)."""
         row = self.conn.execute(
             f"SELECT {columns(False)} FROM experiments WHERE decision LIKE "
             "'%\"incumbent_value\"%' "
-            "ORDER BY seq LIMIT 1").fetchone()
+            "AND COALESCE(json_extract(decision, '$.details.level'), 0) = ? "
+            "ORDER BY seq LIMIT 1", (level,)).fetchone()
         return experiment_of(row) if row else None
 
     def changed_since(self, updated_at: float) -> list[Experiment]:

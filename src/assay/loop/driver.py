@@ -449,9 +449,10 @@ class Loop:
 
     def summary(self) -> Summary:
         # the baseline where keeps are decided: with [fidelity], the last level's
-        cal = self.journal.calibration(last_level(self.target.fidelity)) or CalibrationRecord()
+        last = last_level(self.target.fidelity)
+        cal = self.journal.calibration(last) or CalibrationRecord()
         exps = self.journal.experiments(patches=False)
-        p = progress(exps, cal.baseline)
+        p = progress(exps, cal.baseline, last)
         return Summary(baseline=p.baseline, best=p.best, kept=p.kept, finished=p.finished,
                        counts=p.counts, stopped=self.stop_reason, branch=self.ws.branch,
                        failed=self.failed,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Experiment, ExperimentState
+from ..model import LEVEL, Experiment, ExperimentState
 
 
 @dataclass(frozen=True)
@@ -44,18 +44,23 @@ class Progress:
     best: float | None  # the last kept candidate's median (the baseline if none was kept)
 
 
-def progress(exps: Sequence[Experiment], calibrated: float | None = None) -> Progress:
+def progress(exps: Sequence[Experiment], calibrated: float | None = None,
+             level: int = 0) -> Progress:
     """Counts by state, the kept experiments, the baseline and the best, from the journal.
 
-    ``calibrated`` is the base commit's median over its calibration runs: when given it is
-    the baseline (under the expensive rule the first decided experiment may come after a
-    keep, so its incumbent is not the base commit)."""
+    ``calibrated`` is the base commit's median over its calibration runs at ``level`` (the
+    level keeps are decided at: the last of ``[fidelity]``, else 0): when given it is the
+    baseline (under the expensive rule the first decided experiment may come after a keep,
+    so its incumbent is not the base commit). Else the first decision at ``level`` gives it:
+    a screen at a cheaper level measured another quantity (a 30 s run's val_bpb is not a
+    300 s run's), so before anything is measured at ``level`` there is no baseline."""
     counts: dict[str, int] = {}
     for e in exps:
         counts[e.state.value] = counts.get(e.state.value, 0) + 1
     kept = [e for e in exps if e.state is ExperimentState.KEPT]
     first = next((e.decision for e in exps
-                  if e.decision and "incumbent_value" in e.decision.details), None)
+                  if e.decision and "incumbent_value" in e.decision.details
+                  and int(e.decision.details.get(LEVEL, 0)) == level), None)
     baseline = float(first.details["incumbent_value"]) if first else None
     if calibrated is not None:
         baseline = float(calibrated)
