@@ -811,6 +811,16 @@ def truth_lookup(data: dict[str, Any] | None
     return words, low, mean
 
 
+def run_seconds(marks: dict[str, Any]) -> tuple[float, bool]:
+    """The seconds the run step ran, and whether pauses are left out: the sum of its
+    stretches, unless a stretch from before they were kept is among them (then from its
+    first start, pauses included)."""
+    segments = marks.get("segments") or []
+    if segments and not marks.get("earlier_unknown"):
+        return float(sum(end - start for start, end in segments)), True
+    return time.time() - float(marks["run"]), False
+
+
 def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None,
               resume: bool = False) -> int:
     """research -> run -> finalize on a fresh clone of the prepared tree (its committed
@@ -838,17 +848,25 @@ def study_run(p: Study, shape: Shape, m: Path, max_hours: float | None = None,
             f"model; {time.strftime('%H:%M')}")
         llamacpp_run.research(tree, p.fork, logs / "research.json")
     started = json.loads(marks.read_text())
+    if "run" in started and "segments" not in started:
+        started["earlier_unknown"] = True  # a stretch from before they were kept
     started.setdefault("run", time.time())
     marks.write_text(json.dumps(started))
     log(f"=== assay run (queue proposer, the recipe's settings); {time.strftime('%H:%M')}")
     hours = ["--max-hours", f"{max_hours:g}"] if max_hours else []
-    llamacpp_run.assay(tree, "run", *hours, out=logs / "run.txt", timeout=4 * 3600)
-    run_s = time.time() - started["run"]
+    begun = time.time()
+    try:
+        llamacpp_run.assay(tree, "run", *hours, out=logs / "run.txt", timeout=4 * 3600)
+    finally:  # each stretch the run step ran, so that a pause between them is not counted
+        started.setdefault("segments", []).append([begun, time.time()])
+        marks.write_text(json.dumps(started))
+    run_s, net = run_seconds(started)
     log(f"=== assay finalize ([finalize.review]: ASan + UBSan); {time.strftime('%H:%M')}")
     llamacpp_run.assay(tree, "finalize", out=logs / "finalize.txt", timeout=3 * 3600,
                        ok_codes=(0, 1, 2))
     (logs / "times.json").write_text(json.dumps({
-        "study_s": time.time() - started["study"], "run_s": run_s, "load": sampler.stop(),
+        "study_s": time.time() - started["study"], "run_s": run_s, "run_net": net,
+        "load": sampler.stop(),
         "machine": machine()}))
     return report(p, m, chosen)
 
@@ -885,8 +903,10 @@ def report(p: Study, m: Path, chosen: list[Candidate]) -> int:
         log(line)
     for row in found:
         log(f"  {row.exp} {row.name}: {row.reason[:300]}")
+    span = ("the time it ran, pauses between stretches left out" if times.get("run_net")
+            else "from its first start, pauses between stretches included")
     log(f"wall time: study {times['study_s'] / 60:.1f} min, assay run "
-        f"{times['run_s'] / 60:.1f} min; {len(found) / (times['run_s'] / 3600):.1f} "
+        f"{times['run_s'] / 60:.1f} min ({span}); {len(found) / (times['run_s'] / 3600):.1f} "
         "experiments per hour")
     verified = [ln for ln in run_out.splitlines() if ln.startswith(("verified", "verifying"))]
     log("final paired verification: " + ("; ".join(verified) if verified else

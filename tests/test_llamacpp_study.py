@@ -8,6 +8,7 @@ import io
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -173,3 +174,15 @@ def test_the_study_table_gives_mean_and_sd_of_both_sides(study: ModuleType) -> N
     assert "+0.00%" in lines[1]
     assert lines[2].split()[:7] == ["tg128", "101.0", "±", "1.4", "111.0", "±", "1.4"]
     assert f"{111 / 101 - 1:+.2%}" in lines[2]
+
+
+def test_the_run_time_leaves_out_pauses_it_knows_of(study: ModuleType) -> None:
+    """A study stopped and resumed counts only the stretches its run step ran; one resumed
+    from before the stretches were kept says its time runs from the first start."""
+    now = time.time()
+    net, exact = study.run_seconds({"run": now - 7200, "segments": [[now - 7200, now - 6600],
+                                                                     [now - 900, now - 300]]})
+    assert exact and net == pytest.approx(1200)
+    gross, exact = study.run_seconds({"run": now - 7200, "earlier_unknown": True,
+                                      "segments": [[now - 900, now - 300]]})
+    assert not exact and gross == pytest.approx(7200, abs=5)
