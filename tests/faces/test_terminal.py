@@ -32,6 +32,7 @@ from assay.faces.terminal import (
     print_hypotheses,
     print_row,
 )
+from assay.journal.store import Journal
 from assay.loop.progress import Summary
 from assay.model import Direction, Experiment, ExperimentState
 from tests.conftest import patch_work
@@ -463,3 +464,27 @@ def test_a_conflict_says_its_files_and_is_counted_among_the_finished(ran_target:
     RunPrinter(Console(file=buf, width=120, color_system=None)).summary(
         summary, "speed", "", Direction.MAXIMIZE)
     assert "experiments: 2 finished (conflict 1, discarded 1)" in buf.getvalue()
+
+
+def test_an_experiment_line_gives_the_time_its_blocks_ran_not_its_age(
+        ran_target: Path) -> None:
+    """An experiment proposed before a stop and decided after the resume: its line gives the
+    seconds its blocks ran, summed from the journal, not the hours it waited across the
+    stop (the same number `assay show` gives its blocks)."""
+    target = api.load(ran_target)
+    path = api.journal_path(target)
+    j = Journal.open(path)
+    try:
+        exp = next(e for e in j.experiments() if e.state.is_finished() and j.blocks(e.id))
+        walls = sum(b.wall_s or 0.0 for b in j.blocks(exp.id))
+    finally:
+        j.close()
+    waited = dataclasses.replace(exp, created_at=exp.updated_at - 3 * 3600)
+    buf = io.StringIO()
+    printer = RunPrinter(Console(file=buf, width=200), out=buf, as_json=True,
+                         journal_path=path)
+    printer.on_event(exp.state.value, "decided", waited)
+    printer.close()
+    rec = json.loads(buf.getvalue().splitlines()[-1])
+    assert rec["id"] == exp.id and 0 < walls < 3600
+    assert rec["seconds"] == pytest.approx(walls, abs=1e-3)

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..journal.store import peek_count
+from ..journal.store import peek_count, peek_wall
 from ..loop.progress import Summary
 from ..measure.chain import words as chain_words
 from ..measure.verify import compounded, unreproduced
@@ -137,8 +137,11 @@ def finished_in(journal_path: Path) -> int:
     return peek_count(journal_path, "finished") or 0
 
 
-def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
-    """The fields of one decided experiment's line (and JSON record)."""
+def experiment_record(exp: Experiment, runs: int | None,
+                      seconds: float | None = None) -> dict[str, Any]:
+    """The fields of one decided experiment's line (and JSON record); ``seconds``: what its
+    blocks ran (:func:`assay.journal.store.peek_wall`), else the time from its proposal to
+    its decision."""
     d = exp.decision
     if runs is None and d is not None:
         runs = int(d.details.get("runs_total", d.runs_used))
@@ -146,7 +149,8 @@ def experiment_record(exp: Experiment, runs: int | None) -> dict[str, Any]:
             "hypothesis": exp.candidate.hypothesis, "proposer": exp.candidate.proposer,
             "effect": d.effect if d else None, "lo": d.lo if d else None,
             "hi": d.hi if d else None, "runs": runs,
-            "seconds": round(max(0.0, exp.updated_at - exp.created_at), 3),
+            "seconds": round(max(0.0, exp.updated_at - exp.created_at)
+                             if seconds is None else seconds, 3),
             "commit": exp.commit, "reason": exp.note or (d.reason if d else ""),
             "unconfined": bool(exp.candidate.meta.get("unconfined"))}
 
@@ -255,6 +259,9 @@ class RunPrinter:
             return None
         return peek_count(self.journal_path, "runs", exp_id)
 
+    def _wall_of(self, exp_id: str) -> float | None:
+        return None if self.journal_path is None else peek_wall(self.journal_path, exp_id)
+
     def on_event(self, kind: str, message: str, exp: Experiment | None) -> None:
         if kind == "signal":
             self.signalled = message.split(":", 1)[0]
@@ -266,7 +273,7 @@ class RunPrinter:
             self._decided.add(exp.id)
             self.done += 1
             runs = None if exp.decision is not None else self._runs_of(exp.id)
-            rec = experiment_record(exp, runs)
+            rec = experiment_record(exp, runs, self._wall_of(exp.id))
             rec["remeasured"] = exp.id in self._remeasured
             if self.as_json:
                 self._emit_json(rec)

@@ -218,6 +218,24 @@ class Journal(MetaStore, ExperimentStore, BlockStore, EventStore, ModelCallStore
         return applied
 
 
+def peek_wall(path: Path, exp_id: str) -> float | None:
+    """The seconds the blocks of ``exp_id`` ran (their wall times summed: building, checks
+    and runs, never the time it waited in the queue or across a stop), read as
+    :func:`peek_count` reads; None when there is no journal there or it cannot be read."""
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT SUM(wall_s) FROM blocks WHERE experiment_id = ?",
+                               (exp_id,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return None if row is None or row[0] is None else float(row[0])
+
+
 def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:
     """A count read from the journal file at ``path`` without opening a :class:`Journal`
     (no migration, no seal check; for a line on screen while a run writes it): ``what`` is
