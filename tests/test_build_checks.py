@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from assay import api
-from assay.bench.checks import failing_tests
+from assay.bench.checks import CheckMemo, failing_tests
 from assay.bench.contain import seed_cache
 from assay.bench.outputs import compare_outputs
+from assay.bench.process import CancelToken
+from assay.bench.worker import ChecksOutcome, run_checks
+from assay.config.spec import parse
 from assay.faces.data import experiment_data
 from assay.finalize.run import finalize
 from assay.repo.workspace import rewrite_assignment
@@ -352,3 +356,52 @@ def test_a_seeded_cache_copies_only_what_the_candidate_tree_lacks(tmp_path: Path
     assert seed_cache(inc, cand) == []  # once: a later build keeps the tree's own
     assert (inc / "ccache" / "0" / "obj").read_text() == "incumbent's object"
     assert seed_cache(tmp_path / "none", cand) == []
+
+
+CHECK_THEN_HANG = """\
+import pathlib, sys, time
+runs = pathlib.Path("checks-runs")
+n = int(runs.read_text()) if runs.exists() else 0
+runs.write_text(str(n + 1))
+if n == 0:
+    sys.exit("test_work failed")  # a real failure on the first run
+time.sleep(60)  # the run that tells flaky from real: cut by a stop
+"""
+
+
+@pytest.mark.parametrize("cut", ["checks-again", "checks-incumbent"])
+def test_a_stop_during_the_checks_rerun_leaves_no_outcome_behind(
+        tmp_path: Path, cut: str) -> None:
+    """A stop that cuts the re-run of failed checks (on the candidate, or on the incumbent)
+    is no verdict: the block is cancelled, and nothing is remembered, so the next session
+    runs the checks again instead of taking the cut runs for a flaky test."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "assay.toml").write_text(
+        f'[metric]\nname = "speed"\n[commands]\nbench = "true"\n'
+        f'checks = "{sys.executable} check.py"\nchecks_timeout = 120\n'
+        '[scope]\neditable = ["work.py"]\n')
+    target = parse((root / "assay.toml").read_text(), root)
+    cand, inc = tmp_path / "b", tmp_path / "a"
+    for tree in (cand, inc):
+        tree.mkdir()
+        (tree / "check.py").write_text(CHECK_THEN_HANG)
+    if cut == "checks-incumbent":  # the candidate fails twice; the incumbent's run hangs
+        (cand / "check.py").write_text("import sys\nsys.exit('test_work failed')\n")
+        (inc / "checks-runs").write_text("1")
+    memo = CheckMemo(tmp_path / "memo")
+    token = CancelToken()
+    found: list[ChecksOutcome] = []
+    worker = threading.Thread(target=lambda: found.append(run_checks(
+        target, memo, "key", cand, inc, dict(os.environ), dict(os.environ), tmp_path,
+        token)))
+    worker.start()
+    hanging = (cand if cut == "checks-again" else inc) / "checks-runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+            hanging.exists() and hanging.read_text() == "2"):
+        time.sleep(0.1)
+    token.cancel()
+    worker.join(60)
+    assert found and found[0].outcome == "cancelled", found
+    assert memo.get("key") is None

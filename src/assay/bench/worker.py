@@ -171,6 +171,7 @@ class Step:
     why: str
     seconds: float
     output: str
+    cancelled: bool = False  # cut by the block's cancel: no outcome
 
 
 def run_step(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path, name: str,
@@ -189,7 +190,7 @@ def run_step(cmd: Command | None, cwd: Path, env: Mapping[str, str], logs: Path,
         return Step(f"{name} timed out after {cmd.timeout_s:g}s (logs: {logs / name}.err)",
                     took, out)
     if r.cancelled:
-        return Step(f"{name} cancelled", took, out)
+        return Step(f"{name} cancelled", took, out, cancelled=True)
     if r.exit_code != 0:
         lines = (r.stderr or r.stdout).strip().splitlines()[-3:]
         return Step(f"{name} exited {r.exit_code}: {' | '.join(lines)} (logs: {logs / name}.out)",
@@ -217,10 +218,12 @@ def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_t
     if not first.why:
         memo.put(key, "passed")
         return ChecksOutcome("passed", 1)
-    if first.why.endswith("cancelled"):
+    if _stopped(first, cancel):  # a cancelled run is no outcome, and none is remembered
         return ChecksOutcome("cancelled", 1, first.why)
     names = failing_tests(first.output)
     again = run_step(target.checks, cand_tree, env_b, logs, "checks-again", target, cancel)
+    if _stopped(again, cancel):
+        return ChecksOutcome("cancelled", 2, again.why)
     named = f" ({', '.join(names)})" if names else ""
     if not again.why:
         detail = f"failed once{named}, then passed on the candidate"
@@ -229,6 +232,8 @@ def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_t
     names = names or failing_tests(again.output)
     named = f" ({', '.join(names)})" if names else ""
     inc = run_step(target.checks, inc_tree, env_a, logs, "checks-incumbent", target, cancel)
+    if _stopped(inc, cancel):
+        return ChecksOutcome("cancelled", 2, inc.why)
     if inc.why:
         detail = (f"failed twice on the candidate{named} and also on the incumbent: the "
                   "failure does not come from the candidate")
@@ -239,21 +244,36 @@ def run_checks(target: Target, memo: CheckMemo, key: str, cand_tree: Path, inc_t
                                       f"the incumbent\n{tail(again.output)}")
 
 
+def _stopped(step: Step, cancel: process.CancelToken | None) -> bool:
+    """Whether ``step`` was cut by the block's cancel (a stop, Ctrl-C): its exit says
+    nothing about the tree."""
+    return step.cancelled or (cancel is not None and cancel.cancelled)
+
+
+# what run_compare returns when the block was cancelled during it: no verdict
+CANCELLED = "cancelled"
+
+
 def run_compare(target: Target, memo: CheckMemo, a_key: str, b_key: str, a_tree: Path,
                 b_tree: Path, env_a: Mapping[str, str], env_b: Mapping[str, str], logs: Path,
                 cancel: process.CancelToken | None) -> str:
-    """'' when the candidate's compare output agrees with the incumbent's, else why not."""
+    """'' when the candidate's compare output agrees with the incumbent's, :data:`CANCELLED`
+    when the block was cancelled meanwhile, else why not."""
     if target.compare is None or memo.get(f"compare-{b_key}") is not None:
         return ""
     store = target.state_dir / "compare"
     a_out = store / f"{a_key}.out"
     if not a_out.is_file():
         a = run_step(target.compare, a_tree, env_a, logs, "compare-a", target, cancel)
+        if _stopped(a, cancel):
+            return CANCELLED
         if a.why:
             return f"the incumbent's compare command failed: {a.why}"
         store.mkdir(parents=True, exist_ok=True)
         a_out.write_text(a.output)
     b = run_step(target.compare, b_tree, env_b, logs, "compare-b", target, cancel)
+    if _stopped(b, cancel):
+        return CANCELLED
     if b.why:
         return b.why
     diffs = compare_outputs(a_out.read_text(), b.output, target.compare_rtol,
@@ -591,6 +611,8 @@ def _vet_candidate(run: BlockRun) -> BlockResult | None:
                           trees.b, run.env_a, run.env_b, run.logs, run.cancel)
     if why := guard.check("the compare command", [trees.a, trees.b]):
         return run.tampered(why)
+    if differs == CANCELLED:
+        return run.fail("cancelled", "block cancelled")
     if differs:
         return run.fail("compare", differs, passed=False)
     return None
