@@ -29,7 +29,7 @@ from assay.export import rows
 from assay.faces.data import status_data
 from assay.journal.store import Journal
 from assay.loop.calibration import CAL
-from assay.loop.intake import touches_assignment
+from assay.loop.intake import binding_line
 from assay.model import LEVEL, SCREEN, Candidate, Role
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.sweep import SweepProposer
@@ -386,8 +386,8 @@ def test_an_assigned_fidelity_parameter_is_set_in_both_trees_and_never_kept(
     log = by_hypothesis(root)
     assert log["use x"]["state"] == "kept"
     assert log["train longer"]["state"] == "invalid"
-    assert "changes the line `BUDGET = ...` of work.py, the fidelity parameter" in str(
-        log["train longer"]["note"])
+    assert ("removes the line `BUDGET = 1  # the training budget`, which could set BUDGET, "
+            "the fidelity parameter") in str(log["train longer"]["note"])
     j = journal(root)
     try:
         xid = str(log["use x"]["id"])
@@ -453,14 +453,20 @@ def test_assay_show_says_the_level_of_each_decision_and_block(tmp_path: Path) ->
     "    global BUDGET",
     'globals()["BUDGET"] = 300',
     "setattr(sys.modules[__name__], 'BUDGET', 300)",
+    "a = 1; BUDGET = 300",
+    'x = "#"; BUDGET = 300',
+    "for BUDGET in (300,): pass",
+    "import os as BUDGET",
+    "from settings import BUDGET",
+    "del BUDGET",
+    "cfg.BUDGET = 2",
 ])
 def test_a_patch_that_binds_the_fidelity_parameter_any_way_is_caught(line: str) -> None:
     """The attacks on the level's value: every way a candidate could set the parameter
     behind assay's back, each added in a hunk of the editable file."""
     patch = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
              "@@ -1,2 +1,3 @@\n WORK = 1\n BUDGET = 3\n+" + line + "\n")
-    assert touches_assignment(patch, "work.py", "BUDGET")
-    assert not touches_assignment(patch, "other.py", "BUDGET")
+    assert binding_line(patch, "BUDGET", "work.py") == "+" + line
 
 
 @pytest.mark.parametrize("line", [
@@ -468,12 +474,13 @@ def test_a_patch_that_binds_the_fidelity_parameter_any_way_is_caught(line: str) 
     "if elapsed >= BUDGET: stop()",
     "print(BUDGET == 3, BUDGET != 4, BUDGET <= 5)",
     "MY_BUDGET = 2  # not BUDGET = 3",
-    "cfg.BUDGET = 2",
+    "for step in range(BUDGET): pass",
+    "import math",
 ])
 def test_a_patch_that_only_reads_the_fidelity_parameter_is_admitted(line: str) -> None:
     patch = ("diff --git a/work.py b/work.py\n--- a/work.py\n+++ b/work.py\n"
              "@@ -1,2 +1,3 @@\n WORK = 1\n BUDGET = 3\n+" + line + "\n")
-    assert not touches_assignment(patch, "work.py", "BUDGET")
+    assert binding_line(patch, "BUDGET", "work.py") is None
 
 
 def test_the_baseline_every_output_shows_is_measured_at_the_last_level(
@@ -506,3 +513,13 @@ def test_the_baseline_every_output_shows_is_measured_at_the_last_level(
     finally:
         j.close()
     assert shown == [summary.baseline] * 3
+
+
+def test_an_environment_fidelity_parameter_set_by_a_patch_anywhere_is_caught() -> None:
+    """An environment parameter has no line to guard: a patch that names it as a string in
+    any file (os.environ, putenv) could set it; one that does not passes."""
+    head = ("diff --git a/lib/run.py b/lib/run.py\n--- a/lib/run.py\n+++ b/lib/run.py\n"
+            "@@ -1 +1,2 @@\n x = 1\n")
+    assert binding_line(head + '+os.environ["BUDGET"] = "300"\n', "BUDGET", None)
+    assert binding_line(head + "+os.putenv('BUDGET', '300')\n", "BUDGET", None)
+    assert binding_line(head + "+BUDGET = 300\n", "BUDGET", None) is None  # a local name

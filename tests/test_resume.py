@@ -188,6 +188,7 @@ def test_export_and_import_of_the_state_go_on_after_a_kill(tmp_path: Path) -> No
     r = cli("export", "--state", str(state), "-C", str(a))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "wrote" in r.stdout and "assay import --state" in r.stdout
+    assert state.stat().st_mode & 0o077 == 0  # it holds the journal's key: its owner's alone
     with tarfile.open(state) as tar:
         names = set(tar.getnames())
     assert {"assay-state.json", "state/journal.sqlite", "state/journal.sqlite-key",

@@ -182,6 +182,9 @@ def export_state(target: Target, out: str | Path) -> StateFile:
 
 def _write_tar(dest: Path, manifest: dict[str, Any], files: dict[str, Path]) -> None:
     aside = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    # the journal's key travels in it: readable by its owner alone, as in .assay
+    os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    os.chmod(aside, 0o600)
     try:
         with tarfile.open(aside, "w:gz") as tar:
             body = json.dumps(manifest, indent=1).encode()

@@ -30,29 +30,44 @@ class Admission:
     state: ExperimentState = ExperimentState.QUEUED
 
 
-def touches_assignment(patch: str, file: str, name: str) -> bool:
-    """Whether ``patch`` adds or removes, in ``file``, a line that binds ``name``: its
-    top-level ``NAME = ...`` line, or any other way a candidate could set it behind assay's
-    back (indented, augmented, unpacked or walrus assignments, ``global NAME``, the name as
-    a string such as ``globals()["NAME"]``). Lines that only read it are left alone."""
-    word = re.compile(rf"(?<![\w.]){re.escape(name)}(?!\w)")
+_STRING = re.compile(r"""("|')(?:\\.|(?!\1).)*\1""")
+
+
+def binding_line(patch: str, name: str, file: str | None) -> str | None:
+    """The first line ``patch`` adds or removes that could set the parameter ``name`` behind
+    assay's back, None when there is none.
+
+    In ``file`` (where an assigned parameter has its line ``NAME = ...``): any statement
+    that binds the name (assigned, augmented, annotated, unpacked, walrus, ``for``,
+    ``import ... as``, ``global``, ``del``). In every file: the name as a string (``globals()``,
+    ``setattr``, ``os.environ``: the only way to reach an environment parameter, ``file``
+    None) and an attribute ``.NAME = ...`` (another module setting it). Lines that only read
+    it pass; a candidate that reads it to train longer is beyond what the text can show."""
+    word = rf"(?<![\w.]){re.escape(name)}(?!\w)"
     quoted = re.compile(rf"[\"']{re.escape(name)}[\"']")
-    declared = re.compile(rf"^\s*global\b.*(?<![\w.]){re.escape(name)}(?!\w)")
-    walrus = re.compile(rf"(?<![\w.]){re.escape(name)}\s*:=")
+    attribute = re.compile(rf"\.{re.escape(name)}\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)")
+    binds = re.compile(rf"^\s*(?:global|nonlocal|del)\b.*{word}"
+                       rf"|\bas\s+{word}|^\s*(?:from\s+\S+\s+)?import\b.*{word}"
+                       rf"|\bfor\s+[^:]*?{word}[^:]*?\s+in\b|{word}\s*:=")
     current = ""
     for text in patch.splitlines():
         if text.startswith("diff --git "):
             current = ""
         elif text.startswith("+++ "):
             current = text[4:].strip().removeprefix("b/")
-        elif current == file and text[:1] in "+-" and not text.startswith("--- "):
-            line = text[1:].split("#", 1)[0]
-            if quoted.search(line) or declared.match(line) or walrus.search(line):
-                return True
-            bound = _binding_side(line)
-            if bound is not None and word.search(bound):
-                return True
-    return False
+        elif text[:1] in "+-" and not text.startswith("--- ") and current:
+            line = text[1:]
+            if quoted.search(line) or attribute.search(line):
+                return text
+            if current != file:
+                continue
+            code = _STRING.sub('""', line).split("#", 1)[0]
+            for statement in code.split(";"):
+                bound = _binding_side(statement)
+                if binds.search(statement) or (bound is not None
+                                               and re.search(word, bound)):
+                    return text
+    return None
 
 
 def _binding_side(line: str) -> str | None:
@@ -149,12 +164,13 @@ class Intake:
                         f"{cand.params[fid.param]!r}): assay sets it per level ([fidelity] "
                         f"levels = {list(fid.levels)}); change anything else")
             spec = next((p for p in self.target.params if fid is not None
-                         and p.name == fid.param and p.apply == "assign"), None)
-            if fid is not None and spec is not None \
-                    and touches_assignment(cand.patch, spec.file, spec.name):
-                return (f"its patch changes the line `{spec.name} = ...` of {spec.file}, the "
-                        f"fidelity parameter: assay sets it per level ([fidelity] levels = "
-                        f"{list(fid.levels)}); change anything else")
+                         and p.name == fid.param), None)
+            if fid is not None and spec is not None and (line := binding_line(
+                    cand.patch, spec.name, spec.file if spec.apply == "assign" else None)):
+                verb = "adds" if line.startswith("+") else "removes"
+                return (f"its patch {verb} the line `{line[1:].strip()[:120]}`, which could "
+                        f"set {spec.name}, the fidelity parameter: assay sets it per level "
+                        f"([fidelity] levels = {list(fid.levels)}); change anything else")
         except PatchError as exc:
             return str(exc)
         return ""
