@@ -30,6 +30,7 @@ from assay.faces.data import status_data
 from assay.journal.store import Journal
 from assay.loop.calibration import CAL
 from assay.loop.intake import binding_line
+from assay.measure.chain import links
 from assay.model import LEVEL, SCREEN, Candidate, Role
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.sweep import SweepProposer
@@ -523,3 +524,18 @@ def test_an_environment_fidelity_parameter_set_by_a_patch_anywhere_is_caught() -
     assert binding_line(head + '+os.environ["BUDGET"] = "300"\n', "BUDGET", None)
     assert binding_line(head + "+os.putenv('BUDGET', '300')\n", "BUDGET", None)
     assert binding_line(head + "+BUDGET = 300\n", "BUDGET", None) is None  # a local name
+
+
+def test_the_chain_of_keeps_runs_at_the_last_level(tmp_path: Path) -> None:
+    """Every link of the verification's chain (baseline, each keep, the final best) carries
+    the last level's value, as the verification's own pairs do."""
+    root = target(tmp_path)
+    api.run(root, proposer_obj=Listed("x"))
+    assert by_hypothesis(root)["use x"]["state"] == "kept"
+    j = journal(root)
+    try:
+        chain = links(load(root), j)
+    finally:
+        j.close()
+    assert len(chain) >= 2
+    assert [link.params.get("BUDGET") for link in chain] == [3] * len(chain)

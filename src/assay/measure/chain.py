@@ -87,12 +87,15 @@ class ChainResult:
 
 def links(target: Target, journal: Journal) -> list[Link]:
     """The baseline (its parameters at their defaults) and every kept commit, in order;
-    the final incumbent last."""
+    the final incumbent last. With ``[fidelity]`` every link runs at the last level."""
     base = journal.base_commit()
     if base is None:
         raise AssayError("the journal holds no run yet; `assay run` first")
     params: dict[str, ParamValue] = {p.name: p.default for p in target.params
                                      if p.default is not None}
+    fid = target.fidelity
+    if fid is not None:  # measured where keeps are decided, as the verification is
+        params[fid.param] = fid.value(fid.last)
     chain = [Link("baseline", base, dict(params))]
     for e in journal.experiments([ExperimentState.KEPT], patches=False):
         if not e.commit:
