@@ -539,3 +539,31 @@ def test_the_chain_of_keeps_runs_at_the_last_level(tmp_path: Path) -> None:
         j.close()
     assert len(chain) >= 2
     assert [link.params.get("BUDGET") for link in chain] == [3] * len(chain)
+
+
+def test_a_benchmark_failing_at_a_higher_level_names_the_level(tmp_path: Path) -> None:
+    """The benchmark works at the cheap level and crashes at the last: the run stops at the
+    first block there, saying at which level the incumbent's benchmark fails."""
+    root = target(tmp_path)
+    bench = root / "bench.py"
+    bench.write_text(bench.read_text().replace(
+        'print(f"seen BUDGET', 'import sys\nif budget == "3":\n    sys.exit("no GPU memory")\n'
+        'print(f"seen BUDGET', 1))
+    git(root, "commit", "-qam", "the last level crashes")
+    summary = api.run(root, proposer_obj=Listed("x"))
+    assert summary.failed.startswith("at BUDGET=3: the incumbent's benchmark fails"), \
+        summary.failed
+    assert "no GPU memory" in summary.failed
+
+
+def test_a_calibration_failing_at_a_higher_level_names_the_level(tmp_path: Path) -> None:
+    """With A/A calibration: the start-up one at BUDGET=1 passes, the one at BUDGET=3,
+    started by the first promotion, fails and says at which level."""
+    root = target(tmp_path, aa=1)
+    bench = root / "bench.py"
+    bench.write_text(bench.read_text().replace(
+        'print(f"seen BUDGET', 'import sys\nif budget == "3":\n    sys.exit("no GPU memory")\n'
+        'print(f"seen BUDGET', 1))
+    git(root, "commit", "-qam", "the last level crashes")
+    summary = api.run(root, proposer_obj=Listed("x"))
+    assert "calibration at BUDGET=3 failed" in summary.failed, summary.failed

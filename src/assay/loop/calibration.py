@@ -143,7 +143,8 @@ class Calibration:
         slot = result.slot or ""
         if result.error or incumbent_failure(result):
             self.fresh.discard(slot)
-            why = f"its calibration failed: {result.error or incumbent_failure(result)}"
+            why = (f"its calibration{self.at} failed: "
+                   f"{result.error or incumbent_failure(result)}")
             for b in self._cal_blocks(states=(BlockState.QUEUED,)):
                 if b.prefer_slot == slot:
                     self.journal.cancel_block(b.id, why)
@@ -259,7 +260,7 @@ class Calibration:
         blocks = self._cal_blocks()
         broken = incumbent_failure(result) if result is not None else ""
         if broken:  # fail fast: one crash or hang is enough, the other blocks would repeat it
-            why = f"calibration failed: {broken}; fix the target, then run again"
+            why = f"calibration{self.at} failed: {broken}; fix the target, then run again"
             self.journal.drop_blocks(CAL, self.level)  # measure again on the next run
             self.emit("error", why)
             self.fail(why)
@@ -277,7 +278,8 @@ class Calibration:
         if empty:
             runs = self.journal.runs(block_id=empty[0].id)
             bad = next((r for r in runs if r.status is not RunStatus.OK), None)
-            why = (f"calibration failed: the incumbent's benchmark gave no usable pair on slot "
+            why = (f"calibration{self.at} failed: the incumbent's benchmark gave no usable pair "
+                   f"on slot "
                    f"{empty[0].slot}"
                    + (f" ({bad.status.value}: {bad.reason}; logs: {bad.stderr_path})" if bad
                       else "") + "; fix the target, then run again")

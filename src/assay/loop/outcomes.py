@@ -191,7 +191,9 @@ class Outcomes:
             if isinstance(action, Measure) and action.notice:
                 self.emit("rebase", action.notice, exp)
             if isinstance(action, Rerun) and action.fail:
-                self.stopping.fail(action.fail)
+                fid = self.target.fidelity  # which level's runs failed: a cheaper one passed
+                self.stopping.fail(action.fail if fid is None
+                                   else f"at {fid.label(level)}: {action.fail}")
             self._add_block(exp, action.block, avoid=action.avoid_slot, platform=platform,
                             level=level)
             return exp
