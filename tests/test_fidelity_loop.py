@@ -31,6 +31,7 @@ from assay.journal.store import Journal
 from assay.loop.calibration import CAL
 from assay.loop.intake import binding_line
 from assay.measure.chain import links
+from assay.measure.verify import estimate_s
 from assay.model import LEVEL, SCREEN, Candidate, Role
 from assay.proposers.base import ProposalContext, Proposer
 from assay.proposers.sweep import SweepProposer
@@ -567,3 +568,27 @@ def test_a_calibration_failing_at_a_higher_level_names_the_level(tmp_path: Path)
     git(root, "commit", "-qam", "the last level crashes")
     summary = api.run(root, proposer_obj=Listed("x"))
     assert "calibration at BUDGET=3 failed" in summary.failed, summary.failed
+
+
+def test_the_verification_estimate_uses_the_last_level_runs(tmp_path: Path) -> None:
+    """The estimate of the closing verification's time is the last level's run time: the
+    cheap screen's runs, however many, do not shorten it."""
+    root = target(tmp_path)
+    bench = root / "bench.py"
+    bench.write_text(bench.read_text().replace(
+        'print(f"seen BUDGET', 'import time\nif budget == "3":\n    time.sleep(0.6)\n'
+        'print(f"seen BUDGET', 1))
+    git(root, "commit", "-qam", "the last level takes longer")
+    api.run(root, proposer_obj=Listed("x"))
+    assert by_hypothesis(root)["use x"]["state"] == "kept"
+    t = load(root)
+    j = journal(root)
+    try:
+        estimate = estimate_s(j, t)
+        levels = {b.id: b.level for b in j.blocks(str(by_hypothesis(root)["use x"]["id"]))}
+        cheap = [r.wall_s for r in j.runs() if levels.get(r.block_id) == 0]
+    finally:
+        j.close()
+    assert cheap and max(cheap) < 0.6  # the screen's runs are quick
+    assert estimate is not None
+    assert estimate / (2 * t.decision.max_pairs) >= 0.6

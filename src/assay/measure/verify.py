@@ -82,11 +82,14 @@ def pending(journal: Journal) -> str:
 def estimate_s(journal: Journal, target: Target) -> float | None:
     """A generous estimate of a verification's time: the budget of pairs, one slot, and
     the chain's rounds (with a warm-up run each) when two or more changes were kept, at the
-    median wall time of the latest kept experiment's runs (None when unknown)."""
+    median wall time of the latest kept experiment's runs at the level keeps are decided at
+    (None when unknown)."""
     kept = journal.experiments([ExperimentState.KEPT])
     if not kept:
         return None
-    walls = [r.wall_s for r in journal.runs(kept[-1].id) if r.wall_s]
+    last = last_level(target.fidelity)  # where a verification measures: not a screen's
+    at_last = {b.id for b in journal.blocks(kept[-1].id) if b.level == last}
+    walls = [r.wall_s for r in journal.runs(kept[-1].id) if r.wall_s and r.block_id in at_last]
     if not walls:
         return None
     pairs = 2.0 * target.decision.max_pairs
