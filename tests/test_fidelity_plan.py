@@ -3,15 +3,18 @@ a run uses, against deciding every candidate at the last level."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from assay import api
 from assay.config.fidelity import FidelitySpec
 from assay.config.spec import DecisionSpec
 from assay.planning.fidelity import FidelityPlan, Scenario, level_costs, simulate
+from assay.records import CalibrationRecord
 
 FID = FidelitySpec("TIME_BUDGET", (30, 300))
 SPEC = DecisionSpec()
@@ -141,3 +144,24 @@ def test_the_plan_uses_and_shows_the_agreement_measured_in_the_journal(tmp_path:
         in out.stdout
     assert ("measured: at TIME_BUDGET=30, 2 of 4 promoted candidates with a verdict at "
             "TIME_BUDGET=300 also won there; ρ = 0.40 over 4") in out.stdout
+
+
+def test_each_level_is_planned_with_its_own_measured_noise(tmp_path: Path) -> None:
+    """Without --noise the plan takes each level's noise from that level's calibration (the
+    long runs are quieter), and says so; a level not measured yet takes the plan's."""
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "assay.toml").write_text(CONFIG + '[fidelity]\nparam = "TIME_BUDGET"\n'
+                                         'levels = [30, 120, 300]\n')
+    j = api.open_journal(api.load(tmp_path))
+    try:
+        j.set_calibration(CalibrationRecord(pooled=0.02 * math.sqrt(2), level=0), 0)
+        j.set_calibration(CalibrationRecord(pooled=0.005 * math.sqrt(2), level=2), 2)
+    finally:
+        j.close()
+    out = subprocess.run([sys.executable, "-m", "assay", "plan", "-C", str(tmp_path),
+                          "--trials", "10", "--sessions", "2", "--candidates", "4"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("run noise per level: TIME_BUDGET=30 2.00%, TIME_BUDGET=120 2.00%, "
+            "TIME_BUDGET=300 0.50% (measured at TIME_BUDGET=30, TIME_BUDGET=300; any other: "
+            "the plan's)") in out.stdout

@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..journal.store import Journal
 from ..measure import spend
 from ..model import BlockState, Direction, Verdict
+from ..records import CalibrationRecord
 from . import fidelity as fid_plan
 from .simulate import Session
 
@@ -232,14 +233,24 @@ def fidelity_plan(st: Settings, spec: DecisionSpec, run_noise: float, opts: Leve
             raise ConfigError(str(exc)) from None
     if opts.candidates < 1 or opts.sessions < 1:
         raise ConfigError("--candidates and --sessions must be at least 1")
+    # each level's own noise where the journal measured it (a 300 s run is far less noisy
+    # than a 30 s one), else the run noise of the plan
+    measured = [st.level_noise[i] if i < len(st.level_noise) else None
+                for i in range(len(fid.levels))]
+    noises = tuple(run_noise if n is None else n for n in measured)
     scenario = fid_plan.Scenario(
-        fid, costs, rho, tuple(run_noise for _ in fid.levels), candidates=opts.candidates,
+        fid, costs, rho, noises, candidates=opts.candidates,
         spread=_fraction(opts.spread, "spread") if opts.spread else 0.0)
     try:
         result = fid_plan.simulate(scenario, spec, sessions=opts.sessions)
     except ValueError as exc:
         raise ConfigError(f"{exc} (check --rho, --level-costs)") from None
-    return [*fid_plan.render(result, costs_from, rho_from), *st.agreement]
+    per_level = ", ".join(f"{fid.label(i)} {n:.2%}" for i, n in enumerate(noises))
+    at = [fid.label(i) for i, n in enumerate(measured) if n is not None]
+    noise_from = (f"run noise per level: {per_level} ("
+                  + (f"measured at {', '.join(at)}; any other: the plan's)" if at
+                     else "the plan's at every level)"))
+    return [*fid_plan.render(result, costs_from, rho_from), noise_from, *st.agreement]
 
 
 def _number(text: str, name: str) -> float:
@@ -263,6 +274,7 @@ class Settings:
     rho: float | None = None  # the cheapest level's rank agreement measured in the journal
     rho_n: int = 0
     agreement: Sequence[str] = ()  # the rank agreement measured in the journal, in words
+    level_noise: Sequence[float | None] = ()  # the run noise measured at each level
 
 
 def _settings(root: Path, read_noise: bool) -> Settings:
@@ -275,6 +287,7 @@ def _settings(root: Path, read_noise: bool) -> Settings:
     fid = target.fidelity
     j = open_journal(target, readonly=True) if journal_path(target).exists() else None
     paces: list[float | None] = [None] * (len(fid.levels) if fid else 0)
+    level_noise: list[float | None] = list(paces)
     rho: tuple[float | None, int] = (None, 0)
     measured_lines: list[str] = []
     try:
@@ -282,6 +295,7 @@ def _settings(root: Path, read_noise: bool) -> Settings:
         spend_lines = spend.estimate(target, j)
         if fid is not None and j is not None:
             paces = _paces(j, len(fid.levels))
+            level_noise = [_run_noise(j.calibration(i)) for i in range(len(fid.levels))]
             agreed = agreement(fid, j.level_results(), j.experiments(patches=False))
             rho = (agreed.pairs[0].rho, agreed.pairs[0].rho_n)
             measured_lines = ([f"measured: {line}" for line in agreed.lines()]
@@ -289,13 +303,18 @@ def _settings(root: Path, read_noise: bool) -> Settings:
     finally:
         if j is not None:
             j.close()
-    measured: float | None = None
-    if read_noise:
-        pooled = cal.pooled if cal is not None else None
-        if isinstance(pooled, int | float) and math.isfinite(pooled):
-            measured = float(pooled) / math.sqrt(2)
+    measured = _run_noise(cal) if read_noise else None
     return Settings(target.decision, target.run.slots, measured, spend_lines, fid, paces,
-                    rho[0], rho[1], measured_lines)
+                    rho[0], rho[1], measured_lines,
+                    level_noise if read_noise else [None] * len(level_noise))
+
+
+def _run_noise(cal: CalibrationRecord | None) -> float | None:
+    """One run's noise from a calibration: its pair noise over the square root of two."""
+    pooled = cal.pooled if cal is not None else None
+    if isinstance(pooled, int | float) and math.isfinite(pooled):
+        return float(pooled) / math.sqrt(2)
+    return None
 
 
 def _paces(j: Journal, n: int) -> list[float | None]:
