@@ -592,3 +592,18 @@ def test_the_verification_estimate_uses_the_last_level_runs(tmp_path: Path) -> N
     assert cheap and max(cheap) < 0.6  # the screen's runs are quick
     assert estimate is not None
     assert estimate / (2 * t.decision.max_pairs) >= 0.6
+
+
+def test_top_k_screen_never_promotes_a_sure_loss(tmp_path: Path) -> None:
+    """promote = "top", top = 2: w, 15% slower at the cheap level and the first screened,
+    ranks first among one, yet its interval lies below zero: it is stopped there."""
+    root = target(tmp_path, fidelity='promote = "top"\ntop = 2\n')
+    api.run(root, proposer_obj=Listed("w"))
+    log = by_hypothesis(root)
+    assert log["use w"]["state"] == "discarded"
+    assert "is not above 0: it loses at this level" in str(log["use w"]["note"])
+    j = journal(root)
+    try:
+        assert {b.level for b in j.blocks(str(log["use w"]["id"]))} == {0}
+    finally:
+        j.close()

@@ -133,7 +133,8 @@ def screen(fid: FidelitySpec, level: int, exp_id: str, decision: Decision,
     ``interval``: promoted iff the interval's upper end is above the level's δ (it could
     still be a win). ``top``: promoted iff its lower bound ranks within the ``top`` best
     among the candidates screened at that level so far (``results``: the journal's
-    :meth:`~assay.journal.views.ViewQueries.level_results`)."""
+    :meth:`~assay.journal.views.ViewQueries.level_results`), unless its interval lies at or
+    below zero (a sure loss is never promoted, not even among the first ``top``)."""
     hi, lo, delta = decision.hi, decision.lo, decision.delta
     if fid.promote == "interval":
         if hi is None:
@@ -141,6 +142,9 @@ def screen(fid: FidelitySpec, level: int, exp_id: str, decision: Decision,
         ok = hi > delta
         return Screen(ok, f"its interval's upper end {hi:+.2%} is {'' if ok else 'not '}"
                           f"above δ {delta:.2%}")
+    if hi is not None and hi <= 0:  # a sure loss here: no rank makes it worth a longer stay
+        return Screen(False, f"its interval's upper end {hi:+.2%} is not above 0: it loses "
+                             "at this level")
     mine = -math.inf if lo is None else lo
     peers = [r for r in results if r.level == level and r.experiment_id != exp_id
              and r.outcome in ("promoted", "stopped") and r.lo is not None]
