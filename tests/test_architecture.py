@@ -37,7 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("mechanics", (
         "bench", "bench.checks", "bench.contain", "bench.fingerprint", "bench.meter",
-        "bench.metrics", "bench.outputs", "bench.process", "bench.readers", "bench.worker",
+        "bench.metrics", "bench.outputs", "bench.process", "bench.readers", "bench.steps",
+        "bench.worker",
     )),
     ("decision", (
         "decision", "decision.agreement", "decision.combine", "decision.next_step",

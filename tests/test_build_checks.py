@@ -16,7 +16,7 @@ from assay.bench.checks import CheckMemo, failing_tests
 from assay.bench.contain import seed_cache
 from assay.bench.outputs import compare_outputs
 from assay.bench.process import CancelToken
-from assay.bench.worker import ChecksOutcome, run_checks
+from assay.bench.steps import ChecksOutcome, run_checks
 from assay.config.spec import parse
 from assay.faces.data import experiment_data
 from assay.finalize.run import finalize

@@ -32,7 +32,8 @@ from .. import state
 from ..assemble import load, open_journal
 from ..bench import fingerprint, process
 from ..bench.meter import Meter, caps_of
-from ..bench.worker import cache_env, run_step
+from ..bench.steps import run_step
+from ..bench.worker import cache_env
 from ..config.fidelity import last_level
 from ..config.prices import for_target
 from ..config.spec import PlatformSpec, Target

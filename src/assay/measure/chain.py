@@ -32,7 +32,8 @@ from typing import Any
 
 from scipy.stats import t as student_t
 
-from ..bench.worker import read_metrics, run_bench, run_step, tree_env
+from ..bench.steps import run_step
+from ..bench.worker import read_metrics, run_bench, tree_env
 from ..config.spec import Target
 from ..decision.rule import rounding_bound
 from ..errors import AssayError
