@@ -16,6 +16,7 @@ import pytest
 from assay import api
 from assay.config.fidelity import FidelitySpec, check_setup, setup_record
 from assay.errors import AssayError, ConfigError
+from assay.finalize import finalize
 from assay.loop.levels import at_level, level_of
 from assay.model import Block, BlockKind, Incumbent
 
@@ -77,6 +78,8 @@ def test_changed_levels_are_refused_and_the_unchanged_config_resumes(tmp_path: P
     before = contents(root)
     with pytest.raises(ConfigError, match=r"levels = \[1, 2, 3\]"):
         api.verify(root)
+    with pytest.raises(ConfigError, match=r"levels = \[1, 2, 3\]"):
+        finalize(root, reviewer=None)  # it measures each group at the last level
     assert contents(root) == before
 
     edit(root, "levels = [1, 2, 3]", "levels = [3, 1000]")  # shrunk, then a new list
@@ -136,13 +139,13 @@ def test_the_setup_check_compares_every_part_that_changes_a_measurement() -> Non
         with pytest.raises(ConfigError, match=r"\[fidelity\] changed"):
             check_setup(rec, other, 0, "assay.toml")
     top = setup_record(FidelitySpec("BUDGET", (30, 300), "top", 2))
-    with pytest.raises(ConfigError, match="top = 2, assay.toml now has .* top = 3"):
+    with pytest.raises(ConfigError, match=r"top = 2, assay.toml now has .* top = 3"):
         check_setup(top, FidelitySpec("BUDGET", (30, 300), "top", 3), 0, "assay.toml")
     # a journal older than the record: only a level the config lacks can be seen
     check_setup(None, SPEC, 1, "assay.toml")
     with pytest.raises(ConfigError, match="blocks measured at fidelity level 2"):
         check_setup(None, SPEC, 2, "assay.toml")
-    with pytest.raises(ConfigError, match="no \\[fidelity\\] has only level 0"):
+    with pytest.raises(ConfigError, match=r"no \[fidelity\] has only level 0"):
         check_setup(None, None, 1, "assay.toml")
 
 
@@ -152,7 +155,7 @@ def test_a_level_beyond_the_config_is_an_error_never_clamped(tmp_path: Path) -> 
                   incumbent=inc, candidate=None, level=2)
     with pytest.raises(AssayError, match="block e0001-b3 was measured at fidelity level 2"):
         at_level(block, SPEC)
-    with pytest.raises(AssayError, match="and assay.toml has no \\[fidelity\\]"):
+    with pytest.raises(AssayError, match=r"and assay.toml has no \[fidelity\]"):
         at_level(block, None)
     assert at_level(block, FidelitySpec("B", (1, 2, 3))).incumbent.params == {"B": 3}
     root = target(tmp_path)
