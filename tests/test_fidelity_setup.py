@@ -153,7 +153,7 @@ def test_a_level_beyond_the_config_is_an_error_never_clamped(tmp_path: Path) -> 
     inc = Incumbent("abc", {})
     block = Block(block_id="e0001-b3", experiment_id="e0001", kind=BlockKind.AA, order="ABBA",
                   incumbent=inc, candidate=None, level=2)
-    with pytest.raises(AssayError, match="block e0001-b3 was measured at fidelity level 2"):
+    with pytest.raises(AssayError, match="block e0001-b3 is at fidelity level 2"):
         at_level(block, SPEC)
     with pytest.raises(AssayError, match=r"and assay.toml has no \[fidelity\]"):
         at_level(block, None)
@@ -163,7 +163,7 @@ def test_a_level_beyond_the_config_is_an_error_never_clamped(tmp_path: Path) -> 
     j = journal(root)
     try:
         assert level_of(j, "e0001", SPEC) == 1
-        with pytest.raises(AssayError, match="e0001 was measured at fidelity level 1"):
+        with pytest.raises(AssayError, match="e0001 is at fidelity level 1"):
             level_of(j, "e0001", None)
     finally:
         j.close()

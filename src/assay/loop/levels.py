@@ -124,7 +124,7 @@ def beyond(level: int, fid: FidelitySpec | None, what: str) -> AssayError:
     under another ``[fidelity]`` (a session refuses to start on one, see
     :meth:`~assay.journal.store.Journal.hold_fidelity`), and no level is ever clamped."""
     has = "no [fidelity]" if fid is None else f"[fidelity] levels 0 to {fid.last}"
-    return AssayError(f"{what} was measured at fidelity level {level}, and assay.toml has "
+    return AssayError(f"{what} is at fidelity level {level}, and assay.toml has "
                       f"{has}: the journal was measured under another [fidelity]; restore it "
                       "in assay.toml, or `assay reset` to start a new run")
 
