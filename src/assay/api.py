@@ -112,6 +112,7 @@ def session(target: Target, proposer: Proposer | None = None, executor: Executor
         raise
     exe: Executor | None = None
     try:
+        journal.hold_fidelity(target.fidelity, str(target.config_path))
         stored = journal.run_name()
         ws = Workspace(target, name or stored or target.run.name or "main")
         # a copy of .assay from another machine: its commits and slot trees made this clone's
@@ -264,6 +265,8 @@ def verify(root: str | Path = ".", config: str | None = None,
     try:
         journal = open_journal(target)
         try:
+            # it measures at the last level, on the calibration the journal holds there
+            journal.hold_fidelity(target.fidelity, str(target.config_path))
             for line in state.ensure_commits(target, journal):  # a copy of .assay, a new clone
                 journal.event("resume", line)
             if per_keep:

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import ConfigError
 from ..model import ParamValue
 from .section import Section
 
 PROMOTE = ("interval", "top")
+NO_FIDELITY = "none"  # what a journal records of a run measured without [fidelity]
 
 
 @dataclass(frozen=True)
@@ -95,3 +99,66 @@ def parse_fidelity(top: Section, params: Sequence[str]) -> FidelitySpec | None:
     top_k = sec.number("top", 2, low=1, high=10_000, integer=True)
     sec.reject_unknown()
     return FidelitySpec(param=param, levels=tuple(levels), promote=promote, top=int(top_k))
+
+
+def setup_record(spec: FidelitySpec | None) -> dict[str, Any] | str:
+    """What a journal records of the ``[fidelity]`` its blocks were measured under: the
+    parameter, the levels as values, the screen; ``"none"`` without ``[fidelity]``."""
+    if spec is None:
+        return NO_FIDELITY
+    return {"param": spec.param, "levels": list(spec.levels), "promote": spec.promote,
+            "top": spec.top}
+
+
+def setup_words(setup: object) -> str:
+    """A recorded setup as ``assay.toml`` says it."""
+    if not isinstance(setup, dict):
+        return "no [fidelity]"
+    words = (f"param = {json.dumps(setup.get('param'))}, levels = "
+             f"{json.dumps(setup.get('levels'))}, promote = {json.dumps(setup.get('promote'))}")
+    return words + (f", top = {setup.get('top')}" if setup.get("promote") == "top" else "")
+
+
+def _same(old: object, new: object) -> bool:
+    """Whether two recorded setups measure alike: the same parameter, the same values (30
+    and 30.0 differ: the benchmark reads them as text), the same screen (``top`` counts
+    only where a side promotes the top)."""
+    if isinstance(old, dict) and isinstance(new, dict) \
+            and old.get("promote") == new.get("promote") == "interval":
+        old, new = {**old, "top": None}, {**new, "top": None}
+    return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+
+
+def check_setup(recorded: object, spec: FidelitySpec | None, deepest: int | None,
+                config_file: str) -> None:
+    """Refuse (ConfigError) to measure into a journal under another ``[fidelity]`` than the
+    one its blocks were measured under: a level's calibration, blocks and decisions are
+    stored by the level's index, so a changed parameter, changed values, an added or removed
+    ``[fidelity]`` would pool measurements of different things.
+
+    ``recorded``: the journal's record (:func:`setup_record`; None in a journal older than
+    the record); ``deepest``: the highest level of the journal's blocks (None when it has
+    none: nothing was measured, any setup may start). Without a record only what the blocks
+    show can be checked: a level the config does not have."""
+    if deepest is None:
+        return
+    new = setup_record(spec)
+    back = ("remove [fidelity] from assay.toml" if recorded == NO_FIDELITY else
+            "restore the [fidelity] the journal was measured under in assay.toml")
+    todo = (f"; {back} to go on with this run, or `assay reset` (it archives the journal) "
+            "to start a new run under the new one")
+    if recorded is None:
+        if deepest > last_level(spec):
+            has = "only level 0" if spec is None else f"levels 0 to {spec.last}"
+            raise ConfigError(
+                f"the journal holds blocks measured at fidelity level {deepest}, and "
+                f"{setup_words(new)} has {has}: the journal was measured under another "
+                f"[fidelity]{todo}", file=config_file, key="fidelity")
+        return
+    if not _same(recorded, new):
+        raise ConfigError(
+            f"changed since the journal's blocks were measured: they were measured under "
+            f"{setup_words(recorded)}, assay.toml now has {setup_words(new)}; a level's "
+            "calibration, blocks and decisions are kept by the level's place in the list "
+            f"and cannot be reused under other levels{todo}",
+            file=config_file, key="fidelity")

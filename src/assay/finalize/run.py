@@ -164,6 +164,8 @@ def finalize(root: str | Path = ".", *, groups_file: str | Path | None = None,
     try:
         journal = open_journal(target)
         try:
+            if measure_groups:  # measured at the last level, on the journal's calibration
+                journal.hold_fidelity(target.fidelity, str(target.config_path))
             for line in state.ensure_commits(target, journal):  # a copy of .assay, a new clone
                 journal.event("resume", line)
                 report(line)

@@ -74,6 +74,11 @@ class BlockStore(Store):
         row = self.conn.execute("SELECT level FROM blocks WHERE id = ?", (block_id,)).fetchone()
         return int(row[0]) if row else 0
 
+    def deepest_level(self) -> int | None:
+        """The highest fidelity level of any block (None when the journal has none)."""
+        row = self.conn.execute("SELECT MAX(level) FROM blocks").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def count_blocks(self, states: Sequence[BlockState]) -> int:
         marks = ",".join("?" * len(states))
         row = self.conn.execute(f"SELECT COUNT(*) FROM blocks WHERE state IN ({marks})",

@@ -26,6 +26,7 @@ from .rows import dumps
 STOP_KEY = "stop_rule"  # the last rule stop: {"kind": ..., "reason": ..., "session": ...}
 FINALIZE_PREFIX = "finalize:"  # + the run's name: what its last finalize made
 WAIVED_KEY = "finalize:waived"  # the review findings waived (assay finalize --waive)
+FIDELITY_KEY = "fidelity"  # the [fidelity] the blocks were measured under (or "none")
 
 
 def level_key(name: str, level: int) -> str:
@@ -95,6 +96,16 @@ class MetaStore(Store):
 
     def set_unconfined(self) -> None:
         self.set_meta("unconfined", True)
+
+    def fidelity_setup(self) -> dict[str, Any] | str | None:
+        """The ``[fidelity]`` the journal's blocks were measured under
+        (:func:`assay.config.fidelity.setup_record`); None in a journal older than the
+        record, or one no session ran in."""
+        raw = self.get_meta(FIDELITY_KEY)
+        return raw if isinstance(raw, (dict, str)) else None
+
+    def set_fidelity_setup(self, setup: dict[str, Any] | str) -> None:
+        self.set_meta(FIDELITY_KEY, setup)
 
     def fingerprints(self) -> list[tuple[str, Fingerprint]]:
         """(session, the machine and software it ran on), one per session, as stored."""

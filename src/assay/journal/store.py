@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..config.fidelity import FidelitySpec, check_setup, setup_record
 from ..errors import JournalError
 from . import seal
 from .blocks import BlockStore
@@ -171,6 +172,17 @@ class Journal(MetaStore, ExperimentStore, BlockStore, EventStore, ModelCallStore
         if self._writer:
             self._verified = True  # from now on each commit of ours records the file state
             seal.mark(self.path, self._key)
+
+    def hold_fidelity(self, spec: FidelitySpec | None, config_file: str) -> None:
+        """Before a session measures into this journal: refuse (ConfigError) a
+        ``[fidelity]`` other than the one its blocks were measured under
+        (:func:`~assay.config.fidelity.check_setup`), else record the present one. Writes
+        nothing when it refuses."""
+        recorded = self.fidelity_setup()
+        check_setup(recorded, spec, self.deepest_level(), config_file)
+        now = setup_record(spec)
+        if recorded != now:
+            self.set_fidelity_setup(now)
 
     def close(self) -> None:
         self.conn.close()

@@ -288,7 +288,7 @@ class Loop:
         """What a decision rule sees (for ``exp_id``: the history without its own runs, at
         the fidelity level it is measured at now)."""
         fid = self.target.fidelity
-        level = 0 if fid is None or exp_id is None else level_of(self.journal, exp_id)
+        level = 0 if exp_id is None else level_of(self.journal, exp_id, fid)
         return self.outcomes.decision_context(exp_id, level)
 
     def dispatch(self) -> int:
@@ -321,7 +321,7 @@ class Loop:
     def evidence(self, exp_id: str) -> Evidence:
         """A frozen snapshot of what is known about ``exp_id``, for ``decide_next`` (at the
         fidelity level it is measured at now)."""
-        level = 0 if self.target.fidelity is None else level_of(self.journal, exp_id)
+        level = level_of(self.journal, exp_id, self.target.fidelity)
         return self.outcomes.evidence(exp_id, level)
 
     # -- noise -------------------------------------------------------------------------

@@ -19,8 +19,9 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from ..config.fidelity import FidelitySpec
+from ..config.fidelity import FidelitySpec, last_level
 from ..config.spec import Target
+from ..errors import AssayError
 from ..executors.base import Executor
 from ..journal.store import Journal
 from ..model import (
@@ -45,6 +46,7 @@ class LevelNoise:
                  fail: Callable[[str], None]) -> None:
         count = 1 if target.fidelity is None else len(target.fidelity.levels)
         self.journal = journal
+        self.fidelity = target.fidelity
         self.levels = [Calibration(target, journal, executor, incumbent, emit, fail, level=i)
                        for i in range(count)]
 
@@ -87,17 +89,21 @@ class LevelNoise:
             c.new_slots()
 
     def update(self, result: BlockResult) -> None:
-        level = self.journal.block_level(result.block_id) if len(self.levels) > 1 else 0
-        self.levels[min(level, len(self.levels) - 1)].update(result)
+        level = self.journal.block_level(result.block_id)
+        if level >= len(self.levels):
+            raise beyond(level, self.fidelity, f"block {result.block_id}")
+        self.levels[level].update(result)
 
 
 def at_level(block: Block, fid: FidelitySpec | None) -> Block:
     """``block`` as the executor runs it: with ``[fidelity]``, the level's value set on both
     sides (the incumbent's params and the candidate's). The journal keeps the params without
     it: the level is the block's own column, never part of what is kept."""
+    if block.level > last_level(fid):
+        raise beyond(block.level, fid, f"block {block.block_id}")
     if fid is None:
         return block
-    value = {fid.param: fid.value(min(block.level, fid.last))}
+    value = {fid.param: fid.value(block.level)}
     inc = dataclasses.replace(block.incumbent, params={**block.incumbent.params, **value})
     cand = block.candidate
     if cand is not None:
@@ -105,10 +111,22 @@ def at_level(block: Block, fid: FidelitySpec | None) -> Block:
     return dataclasses.replace(block, incumbent=inc, candidate=cand)
 
 
-def level_of(journal: Journal, exp_id: str) -> int:
+def level_of(journal: Journal, exp_id: str, fid: FidelitySpec | None) -> int:
     """The level an experiment is measured at now: its latest block's (0 before any)."""
-    blocks = journal.blocks(exp_id)
-    return max((b.level for b in blocks), default=0)
+    level = max((b.level for b in journal.blocks(exp_id)), default=0)
+    if level > last_level(fid):
+        raise beyond(level, fid, exp_id)
+    return level
+
+
+def beyond(level: int, fid: FidelitySpec | None, what: str) -> AssayError:
+    """The error of a block at a level the config does not have: the journal was measured
+    under another ``[fidelity]`` (a session refuses to start on one, see
+    :meth:`~assay.journal.store.Journal.hold_fidelity`), and no level is ever clamped."""
+    has = "no [fidelity]" if fid is None else f"[fidelity] levels 0 to {fid.last}"
+    return AssayError(f"{what} is at fidelity level {level}, and assay.toml has "
+                      f"{has}: the journal was measured under another [fidelity]; restore it "
+                      "in assay.toml, or `assay reset` to start a new run")
 
 
 def tagged(decision: Decision | None, level: int) -> Decision | None:

@@ -126,7 +126,7 @@ class Outcomes:
         if self.target.platforms:
             return self._advance_platforms(exp)
         fid = self.target.fidelity
-        level = 0 if fid is None else level_of(self.journal, exp.id)
+        level = level_of(self.journal, exp.id, fid)
         action = decide_next(self.evidence(exp.id, level), self.rule)
         if fid is not None and level < fid.last:
             decision = action.decision if isinstance(action, Keep | Discard) else None
