@@ -2,7 +2,8 @@
 its JSON, the report in a real headless Chromium), and nothing of it without ``[fidelity]``.
 
 The verdicts per level are written into the journal as the loop records them
-(``Decision.details``: the level, and at a level below the last the screen's outcome)."""
+(``Decision.details``: the level, and at a level below the last the screen's outcome), and
+each experiment ends as the loop ends it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from assay import api
 from assay.faces import mcp, report
-from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
+from assay.model import LEVEL, SCREEN, Candidate, Decision, ExperimentState, Verdict
 
 from .conftest import BONUS_PATCH, make_target, sh
 
@@ -63,6 +64,9 @@ def _fill(root: Path) -> list[str]:
                 journal.set_decision(e, Decision(
                     Verdict.KEEP if final > 0.015 else Verdict.DISCARD, "r", final,
                     final - 0.005, final + 0.005, 8, 16, 0.005, details={LEVEL: 1}))
+            # ended as the loop ends it: a level's outcome is what happened there
+            journal.set_state(e, ExperimentState.KEPT if final is not None and final > 0.015
+                              else ExperimentState.DISCARDED)
     finally:
         journal.close()
     return ids
