@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 from assay import api
@@ -138,3 +139,42 @@ def test_an_experiments_figures_are_those_of_its_decisions_level(tmp_path: Path)
     row = next(r for r in jsonl if r["asi"]["assay_id"] == xid)
     effect = data[xid]["effect"]
     assert row["confidence"] == round(effect / cal1.pooled, 3)
+
+
+HOLDOUT = """
+import os
+
+budget, choice = os.environ["BUDGET"], os.environ["CHOICE"]
+quality = {"c": {"1": 0.5, "3": 0.5}}.get(choice, {}).get(budget, 1.0)
+print(f"METRIC quality={100 * quality:.4f}")
+"""
+
+
+def test_a_holdout_regression_at_a_cheap_level_stops_the_candidate_unseen(
+        tmp_path: Path) -> None:
+    """c wins at the cheap level but its held-out quality halves there: stopped at that
+    level, and its note, which holds held-out results, is withheld from proposers."""
+    root = target(tmp_path)
+    (root / "holdout.py").write_text(HOLDOUT)
+    config = root / "assay.toml"
+    config.write_text(config.read_text().replace(
+        'bench_timeout = 30', f'bench_timeout = 30\nholdout = "{sys.executable} holdout.py"')
+        + '\n[holdout_metric]\nname = "quality"\ndirection = "maximize"\ntolerance = 0.10\n')
+    git(root, "add", "holdout.py")
+    git(root, "commit", "-qam", "a holdout")
+    api.run(root, proposer_obj=Listed("c"))
+    c = by_hypothesis(root)["use c"]
+    cid = str(c["id"])
+    assert c["state"] == "discarded"
+    j = journal(root)
+    try:
+        exp = j.experiment(cid)
+        levels = {b.level for b in j.blocks(cid)}
+        results = j.level_results()
+    finally:
+        j.close()
+    assert exp is not None and exp.withheld
+    assert exp.note.startswith("stopped at BUDGET=1: the effect is real but the holdout "
+                               "regressed by 50.00%"), exp.note
+    assert levels == {0}
+    assert [(r.experiment_id, r.level, r.outcome) for r in results] == [(cid, 0, "stopped")]
