@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
+import assay
 from assay import api
 from assay.assemble import load
 from assay.decision.agreement import agreement
@@ -129,6 +132,13 @@ def test_an_experiments_figures_are_those_of_its_decisions_level(tmp_path: Path)
     finally:
         j.close()
     assert detail is not None and detail["guards"] == shown["guards"]  # report = show
+    assert shown["guards_level"] == detail["guards_level"] == "BUDGET=3"
+    env = {**os.environ, "COLUMNS": "250",
+           "PYTHONPATH": str(Path(assay.__file__).resolve().parents[1])}
+    cli = subprocess.run([sys.executable, "-m", "assay", "show", xid], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert "  guard at BUDGET=3 mem_mb 300 -> 285 (+5.00%" in cli.stdout, cli.stdout
     assert math.isclose(data[xid]["memory"], 285.0)
     assert data[xid]["metrics"] == {"mem_mb": data[xid]["memory"]}
     assert math.isclose(data["baseline"]["memory"], 300.0)

@@ -33,6 +33,7 @@ from ..model import (
     Experiment,
     ExperimentState,
     RunResult,
+    decided_level,
     decided_runs,
 )
 from ..records import CalibrationRecord
@@ -641,6 +642,8 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
     # (all of them there: a moved incumbent's too), as `assay show` gives them
     out["guards"] = [guard_change(decided_runs(exp, blocks, runs), g).as_dict()
                      for g in target.guards]
+    fid = target.fidelity
+    out["guards_level"] = "" if fid is None else fid.label(decided_level(exp, blocks))
     out["finished"] = exp.state.is_finished()
     out["logs_note"] = "" if tail_bytes else (
         f"log text is left out of reports of more than {REPORT_LOGS_LIMIT:,d} experiments: "
