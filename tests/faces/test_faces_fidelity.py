@@ -17,6 +17,8 @@ from assay import api
 from assay.faces import mcp, report
 from assay.model import LEVEL, SCREEN, Candidate, Decision, ExperimentState, Verdict
 
+from ..test_fidelity_loop import Listed
+from ..test_fidelity_outcomes import guarded
 from .conftest import BONUS_PATCH, make_target, sh
 
 FIDELITY = '''
@@ -145,5 +147,28 @@ def test_the_report_draws_the_agreement_table(tmp_path: Path, browser: Any,
         assert len(warn) == 1 and warn[0].startswith("warning: TIME_BUDGET=30 misleads on SIZE")
         page.locator("#fidelity").screenshot(path=str(screenshots / "report-fidelity.png"))
         assert errors == []
+    finally:
+        page.close()
+
+
+def test_the_report_names_the_level_of_an_experiments_guard_table(
+        tmp_path: Path, browser: Any) -> None:
+    """x, kept at BUDGET=3 after its screen at BUDGET=1: the report's guard table is its
+    runs at BUDGET=3, so headed, with the numbers `assay show` gives."""
+    root = guarded(tmp_path, {"x": {1: 1.0, 3: 0.95}})
+    api.run(root, proposer_obj=Listed("x"))
+    (x,) = api.log(root)
+    assert x["state"] == "kept"
+    path = report.write(api.load(root), tmp_path / "guards.html")
+    page = browser.new_page()
+    try:
+        page.goto(path.as_uri(), timeout=30_000)
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.click(f"#experiments-table a:text('{x['id']}')")
+        detail = page.locator(f"details#{x['id']}")
+        heads = detail.locator("h3").all_inner_texts()
+        assert "Guards at BUDGET=3" in heads, heads
+        cells = detail.locator("table.guards tbody tr[data-guard='mem_mb'] td").all_inner_texts()
+        assert cells[:4] == ["mem_mb", "300", "285", "+5.00%"], cells
     finally:
         page.close()
