@@ -166,6 +166,8 @@ def test_the_report_names_the_level_of_an_experiments_guard_table(
         page.wait_for_selector("body[data-ready='1']", timeout=30_000)
         page.click(f"#experiments-table a:text('{x['id']}')")
         detail = page.locator(f"details#{x['id']}")
+        # drawn once the page has unpacked its data (asynchronously): wait for the table
+        detail.locator("table.guards").wait_for(state="attached", timeout=30_000)
         heads = detail.locator("h3").all_inner_texts()
         assert "Guards at BUDGET=3" in heads, heads
         cells = detail.locator("table.guards tbody tr[data-guard='mem_mb'] td").all_inner_texts()
