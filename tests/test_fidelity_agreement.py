@@ -11,7 +11,7 @@ import pytest
 from assay.config.fidelity import FidelitySpec
 from assay.decision.agreement import agreement, spearman
 from assay.journal.store import Journal
-from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
+from assay.model import LEVEL, SCREEN, Candidate, Decision, ExperimentState, Verdict
 
 SPEC = FidelitySpec("TIME_BUDGET", (30, 300))
 PATCH = "diff --git a/train.py b/train.py\n--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -25,6 +25,11 @@ def decide(j: Journal, exp_id: str, level: int, effect: float, screen: str = "",
     v = verdict or (Verdict.KEEP if effect > 0 else Verdict.DISCARD)
     j.set_decision(exp_id, Decision(v, "r", effect, effect - 0.01, effect + 0.01, 4, 8, 0.005,
                                     details=details))
+    # as the loop ends it: stopped by a screen, or decided without one (the last level)
+    if screen == "stopped" or (not screen and v is Verdict.DISCARD):
+        j.set_state(exp_id, ExperimentState.DISCARDED)
+    elif not screen and v is Verdict.KEEP:
+        j.set_state(exp_id, ExperimentState.KEPT)
 
 
 def add(j: Journal, params: dict[str, Any] | None = None, patch: str = "",
@@ -93,6 +98,25 @@ def test_a_win_needs_a_positive_effect_and_a_verdict(journal: Journal) -> None:
     only = agreement(SPEC, [r for r in j.level_results() if r.experiment_id == waiting], [])
     assert only.lines() == ["at TIME_BUDGET=30: 1 promoted to TIME_BUDGET=300, none with a "
                             "verdict there yet"]
+
+
+def test_an_outcome_is_what_happened_not_the_rules_verdict(journal: Journal) -> None:
+    """The rule's keep is not a win when the experiment did not end kept: a guard discarded
+    it, its commit failed (invalid), or the incumbent moved and it is measured again."""
+    j = journal
+    guard, commit, moved = (add(j, {"LR": v}) for v in (1, 2, 3))
+    for e in (guard, commit, moved):
+        decide(j, e, 0, 0.02, "promoted")
+        j.set_decision(e, Decision(Verdict.KEEP, "r", 0.03, 0.02, 0.04, 4, 8, 0.005,
+                                   details={LEVEL: 1}))
+    j.set_state(guard, ExperimentState.DISCARDED, note="the effect is real but guard ...")
+    j.set_state(commit, ExperimentState.INVALID, note="cannot commit: ...")
+    j.set_state(moved, ExperimentState.RUNNING)
+    last = {r.experiment_id: r.outcome for r in j.level_results() if r.level == 1}
+    assert last == {guard: "discarded", commit: "invalid", moved: "measuring"}
+    p = agreement(SPEC, j.level_results(), j.experiments(patches=False)).pairs[0]
+    assert (p.promoted, p.reached, p.held) == (3, 1, 0)
+    assert [(r.experiment_id, r.next_outcome) for r in p.reversed] == [(guard, "discarded")]
 
 
 def test_three_levels_give_two_pairs_and_an_empty_journal_says_so(journal: Journal) -> None:

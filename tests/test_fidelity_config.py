@@ -10,7 +10,16 @@ import pytest
 from assay.config.spec import parse
 from assay.errors import ConfigError
 from assay.journal.store import Journal
-from assay.model import LEVEL, SCREEN, BlockKind, Candidate, Decision, Incumbent, Verdict
+from assay.model import (
+    LEVEL,
+    SCREEN,
+    BlockKind,
+    Candidate,
+    Decision,
+    ExperimentState,
+    Incumbent,
+    Verdict,
+)
 
 BASE = '''
 [metric]
@@ -70,6 +79,12 @@ def test_level_results_keep_each_levels_last_verdict(tmp_path: Path) -> None:
     j.set_decision(e1, d(Verdict.DISCARD, -0.01, **{LEVEL: 1}))
     j.set_decision(e2, d(Verdict.DISCARD, -0.02, **{LEVEL: 0, SCREEN: "stopped"}))
     j.set_decision(e2, d(Verdict.DISCARD, -0.02))  # a decision without fidelity: not a level's
+    got = [(r.experiment_id, r.level, r.outcome, r.effect) for r in j.level_results()]
+    # e1 is not finished: measuring at the level it was decided at, whatever the verdict
+    assert got == [(e1, 0, "promoted", 0.03), (e1, 1, "measuring", -0.01),
+                   (e2, 0, "stopped", -0.02)]
+    j.set_state(e1, ExperimentState.DISCARDED)
+    j.set_state(e2, ExperimentState.DISCARDED)
     got = [(r.experiment_id, r.level, r.outcome, r.effect) for r in j.level_results()]
     assert got == [(e1, 0, "promoted", 0.03), (e1, 1, "discarded", -0.01),
                    (e2, 0, "stopped", -0.02)]

@@ -44,7 +44,7 @@ from .loop.sessions import SessionOptions, holding_branch
 from .loop.sessions import reset as reset_target
 from .measure import spend
 from .measure import verify as verify_mod
-from .model import Experiment, ExperimentState, patch_digest
+from .model import Experiment, ExperimentState, decided_level, decided_runs, patch_digest
 from .proposers.base import Proposer
 from .proposers.queue import QueueProposer, read_patch_file
 from .refname import branch_problem
@@ -389,12 +389,17 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         out = experiment_dict(journal, exp)
         out["decisions"] = [dataclasses.asdict(d) | {"verdict": d.verdict.value}
                             for d in journal.decisions(exp_id)]
-        out["blocks"] = [dataclasses.asdict(b) for b in journal.blocks(exp_id)]
+        blocks = journal.blocks(exp_id)
+        out["blocks"] = [dataclasses.asdict(b) for b in blocks]
         runs = journal.runs(exp_id)
         out["runs"] = [dataclasses.asdict(r) | {"role": r.role.value, "status": r.status.value}
                        for r in runs]
-        # each guard's medians over the runs, and the candidate's change (positive: better)
-        out["guards"] = [guard_change(runs, g).as_dict() for g in target.guards]
+        # each guard's medians over the runs at the level its decision was made at, and the
+        # candidate's change (positive: better)
+        out["guards"] = [guard_change(decided_runs(exp, blocks, runs), g).as_dict()
+                         for g in target.guards]
+        fid = target.fidelity
+        out["guards_level"] = "" if fid is None else fid.label(decided_level(exp, blocks))
         for d in out["decisions"]:
             d.pop("next_block", None)
         # the model calls that made it: tokens by kind, dollars (None: price unknown)
@@ -407,7 +412,6 @@ def show(exp_id: str, root: str | Path = ".", config: str | None = None) -> dict
         fp = fingerprint.at(journal, exp.created_at)
         out["fingerprint"] = fp.as_dict() if fp else None
         # [fidelity]: each level as people read it, by index (decisions and blocks carry one)
-        fid = target.fidelity
         out["levels"] = [] if fid is None else [fid.label(i) for i in range(len(fid.levels))]
         return out
     finally:

@@ -25,13 +25,24 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from .config.fidelity import last_level
 from .config.spec import MetricSpec, Target
 from .journal.store import Journal
 from .loop.progress import progress
-from .model import LEVEL, Direction, Experiment, ExperimentState, Role, RunStatus, for_proposer
+from .model import (
+    LEVEL,
+    Direction,
+    Experiment,
+    ExperimentState,
+    Role,
+    RunResult,
+    RunStatus,
+    decided_runs,
+    for_proposer,
+)
 
 FORMATS = ("tsv", "jsonl", "csv")
 _STATUS = {ExperimentState.KEPT: "keep", ExperimentState.DISCARDED: "discard",
@@ -80,20 +91,27 @@ def _median(values: list[float]) -> float | None:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-def _side(journal: Journal, exp_id: str, name: str, role: Role) -> float | None:
-    return _median([r.metrics[name] for r in journal.runs(exp_id) if r.role is role and
+def _side(runs: Sequence[RunResult], name: str, role: Role) -> float | None:
+    return _median([r.metrics[name] for r in runs if r.role is role and
                     r.status is RunStatus.OK and name in r.metrics])
 
 
-def _baseline_side(journal: Journal, first: Experiment, name: str) -> float | None:
-    """The baseline's value of ``name``: the first decided experiment's incumbent runs, else
-    (a candidate measured alone, as the expensive rule does) the calibration runs of the
-    commit it started from."""
-    v = _side(journal, first.id, name, Role.INCUMBENT)
+def decided(journal: Journal, e: Experiment) -> list[RunResult]:
+    """``e``'s runs at the level its decision was made at (:func:`assay.model.decided_runs`)."""
+    return decided_runs(e, journal.blocks(e.id), journal.runs(e.id))
+
+
+def _baseline_side(journal: Journal, first: Experiment, name: str, level: int
+                   ) -> float | None:
+    """The baseline's value of ``name`` at ``level`` (the last): the first experiment decided
+    there, its incumbent runs at that level; else (a candidate measured alone, as the
+    expensive rule does) the calibration runs at that level of the commit it started from."""
+    v = _side(decided(journal, first), name, Role.INCUMBENT)
     if v is not None:
         return v
     base = first.candidate.base_commit
-    cal = {b.id for b in journal.blocks("cal") if b.incumbent.commit == base}
+    cal = {b.id for b in journal.blocks("cal") if b.incumbent.commit == base
+           and b.level == level}
     return _median([r.metrics[name] for r in journal.runs("cal") if r.block_id in cal and
                     r.status is RunStatus.OK and name in r.metrics])
 
@@ -156,9 +174,9 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
     # the baseline `assay status`, the summary and the report show: one number, one place
     baseline = progress(exps, cal.baseline if cal else None, last).baseline
     if first is not None and first.decision is not None and baseline is not None:
-        base_mem = _baseline_side(journal, first, mem.name) if mem else None
+        base_mem = _baseline_side(journal, first, mem.name, last) if mem else None
         base_metrics = {g.name: v for g in target.guards
-                        if (v := _baseline_side(journal, first, g.name)) is not None}
+                        if (v := _baseline_side(journal, first, g.name, last)) is not None}
         out.append({
             "id": "baseline", "commit": (journal.base_commit() or "")[:7],
             "state": "baseline", "status": "keep", "pi_status": "keep",
@@ -172,9 +190,10 @@ def rows(journal: Journal, target: Target, *, for_proposers: bool = False
             continue
         d = e.decision
         det = d.details if d else {}
-        m = _side(journal, e.id, mem.name, Role.CANDIDATE) if mem else None
+        runs = decided(journal, e)  # the runs at the level its decision was made at
+        m = _side(runs, mem.name, Role.CANDIDATE) if mem else None
         metrics = {g.name: v for g in target.guards
-                   if (v := _side(journal, e.id, g.name, Role.CANDIDATE)) is not None}
+                   if (v := _side(runs, g.name, Role.CANDIDATE)) is not None}
         out.append({
             "id": e.id, "commit": (e.commit or "")[:7], "state": e.state.value,
             "status": status(e), "pi_status": pi_status(e),
@@ -220,7 +239,8 @@ def render(journal: Journal, target: Target, fmt: str, *, for_proposers: bool = 
                          f"{_one_line(r['description'])}")
         return "\n".join(lines) + "\n"
     if fmt == "jsonl":
-        cal = journal.calibration()
+        # the kept effects are measured at the last level: so is the noise they are read in
+        cal = journal.calibration(last_level(target.fidelity))
         noise = cal.pooled if cal else None
         header = {"type": "config", "name": journal.run_name() or "assay",
                   "metricName": target.metric.name, "metricUnit": target.metric.unit,

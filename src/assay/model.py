@@ -433,3 +433,24 @@ def as_pairs(runs: Sequence[RunResult], metric: str, slot: str, block_id: str,
         # A candidate-only block (expensive mode): the A side comes from the slot's history.
         return [Pair(float("nan"), y, slot, block_id, kind) for y in b]
     return [Pair(x, y, slot, block_id, kind) for x, y in zip(a, b, strict=False)]
+
+
+def decided_level(e: Experiment, blocks: Sequence[BlockRow]) -> int:
+    """The fidelity level an experiment's figures are read at: the one its decision was made
+    at (``details["level"]``: the last level for a kept one); without a decision, the level
+    it is measured at (its latest block's). 0 without ``[fidelity]``."""
+    d = e.decision
+    if d is not None and LEVEL in d.details:
+        return int(d.details[LEVEL])
+    return max((b.level for b in blocks), default=0)
+
+
+def decided_runs(e: Experiment, blocks: Sequence[BlockRow],
+                 runs: Sequence[RunResult]) -> list[RunResult]:
+    """The runs of ``e``'s blocks at the level its decision was made at
+    (:func:`decided_level`): what every figure of one experiment (its guard medians, the
+    exports' memory and metrics) is computed from, never runs of another level, which
+    measure another quantity."""
+    level = decided_level(e, blocks)
+    ids = {b.id for b in blocks if b.level == level}
+    return [r for r in runs if r.block_id in ids]

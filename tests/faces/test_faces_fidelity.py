@@ -2,7 +2,8 @@
 its JSON, the report in a real headless Chromium), and nothing of it without ``[fidelity]``.
 
 The verdicts per level are written into the journal as the loop records them
-(``Decision.details``: the level, and at a level below the last the screen's outcome)."""
+(``Decision.details``: the level, and at a level below the last the screen's outcome), and
+each experiment ends as the loop ends it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from typing import Any
 
 from assay import api
 from assay.faces import mcp, report
-from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
+from assay.model import LEVEL, SCREEN, Candidate, Decision, ExperimentState, Verdict
 
+from ..test_fidelity_loop import Listed
+from ..test_fidelity_outcomes import guarded
 from .conftest import BONUS_PATCH, make_target, sh
 
 FIDELITY = '''
@@ -63,6 +66,9 @@ def _fill(root: Path) -> list[str]:
                 journal.set_decision(e, Decision(
                     Verdict.KEEP if final > 0.015 else Verdict.DISCARD, "r", final,
                     final - 0.005, final + 0.005, 8, 16, 0.005, details={LEVEL: 1}))
+            # ended as the loop ends it: a level's outcome is what happened there
+            journal.set_state(e, ExperimentState.KEPT if final is not None and final > 0.015
+                              else ExperimentState.DISCARDED)
     finally:
         journal.close()
     return ids
@@ -141,5 +147,30 @@ def test_the_report_draws_the_agreement_table(tmp_path: Path, browser: Any,
         assert len(warn) == 1 and warn[0].startswith("warning: TIME_BUDGET=30 misleads on SIZE")
         page.locator("#fidelity").screenshot(path=str(screenshots / "report-fidelity.png"))
         assert errors == []
+    finally:
+        page.close()
+
+
+def test_the_report_names_the_level_of_an_experiments_guard_table(
+        tmp_path: Path, browser: Any) -> None:
+    """x, kept at BUDGET=3 after its screen at BUDGET=1: the report's guard table is its
+    runs at BUDGET=3, so headed, with the numbers `assay show` gives."""
+    root = guarded(tmp_path, {"x": {1: 1.0, 3: 0.95}})
+    api.run(root, proposer_obj=Listed("x"))
+    (x,) = api.log(root)
+    assert x["state"] == "kept"
+    path = report.write(api.load(root), tmp_path / "guards.html")
+    page = browser.new_page()
+    try:
+        page.goto(path.as_uri(), timeout=30_000)
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.click(f"#experiments-table a:text('{x['id']}')")
+        detail = page.locator(f"details#{x['id']}")
+        # drawn once the page has unpacked its data (asynchronously): wait for the table
+        detail.locator("table.guards").wait_for(state="attached", timeout=30_000)
+        heads = detail.locator("h3").all_inner_texts()
+        assert "Guards at BUDGET=3" in heads, heads
+        cells = detail.locator("table.guards tbody tr[data-guard='mem_mb'] td").all_inner_texts()
+        assert cells[:4] == ["mem_mb", "300", "285", "+5.00%"], cells
     finally:
         page.close()

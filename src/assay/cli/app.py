@@ -293,8 +293,9 @@ def show(exp_id: str = typer.Argument(..., help="An experiment id, e.g. e0003.")
     final = (data.get("decision") or {}).get("details", {}).get("platforms")
     if final:
         print_platforms(console, final)
+    at = f" at {data['guards_level']}" if data.get("guards_level") else ""
     for g in data.get("guards") or []:
-        console.print("  guard " + escape(GuardChange(**{k: v for k, v in g.items()
+        console.print(f"  guard{at} " + escape(GuardChange(**{k: v for k, v in g.items()
                                                           if k != "regressed"}).describe()),
                       highlight=False)
     print_blocks(console, data["blocks"], data["runs"], data.get("levels", []))

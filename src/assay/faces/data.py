@@ -26,7 +26,16 @@ from ..journal.store import JOURNAL_NAME, Journal
 from ..loop.progress import progress as run_progress
 from ..loop.sessions import holding_branch
 from ..measure import spend, verify
-from ..model import BlockRow, Decision, Direction, Experiment, ExperimentState, RunResult
+from ..model import (
+    BlockRow,
+    Decision,
+    Direction,
+    Experiment,
+    ExperimentState,
+    RunResult,
+    decided_level,
+    decided_runs,
+)
 from ..records import CalibrationRecord
 from ..usage import Spent
 from .terminal import improvement, paired_words, pct, ratio_words
@@ -629,8 +638,12 @@ def _detail(target: Target, journal: Journal, exp: Experiment, decisions: Sequen
             "logs": extra})
     out["metric"] = {"name": target.metric.name, "direction": target.metric.direction.value,
                      "unit": target.metric.unit}
-    # each guard's medians over the experiment's runs (all of them: a moved incumbent's too)
-    out["guards"] = [guard_change(runs, g).as_dict() for g in target.guards]
+    # each guard's medians over the experiment's runs at the level its decision was made at
+    # (all of them there: a moved incumbent's too), as `assay show` gives them
+    out["guards"] = [guard_change(decided_runs(exp, blocks, runs), g).as_dict()
+                     for g in target.guards]
+    fid = target.fidelity
+    out["guards_level"] = "" if fid is None else fid.label(decided_level(exp, blocks))
     out["finished"] = exp.state.is_finished()
     out["logs_note"] = "" if tail_bytes else (
         f"log text is left out of reports of more than {REPORT_LOGS_LIMIT:,d} experiments: "

@@ -7,7 +7,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import LEVEL, SCREEN, BlockRow, Decision, Experiment, LevelResult, RunResult
+from ..model import (
+    LEVEL,
+    SCREEN,
+    BlockRow,
+    Decision,
+    Experiment,
+    ExperimentState,
+    LevelResult,
+    RunResult,
+)
 from .connection import Store
 from .rows import block_of, columns, decision_of, experiment_of, run_of
 
@@ -83,11 +92,19 @@ class ViewQueries(Store):
         return rows
 
     def level_results(self) -> list[LevelResult]:
-        """Each candidate's verdict at every fidelity level it reached, in experiment and
-        level order: the last decision made at that level (``Decision.details["level"]``)."""
+        """Each candidate's outcome at every fidelity level it reached, in experiment and
+        level order, with the effect and interval of the last decision made at that level
+        (``Decision.details["level"]``).
+
+        The outcome is what happened, never the decision's verdict alone (a rule's keep
+        whose guard or holdout regressed is discarded; one whose commit failed is invalid;
+        one re-measured after the incumbent moved is still measuring): below the level an
+        experiment ended or is measured at, its screen there (``promoted``, ``stopped``);
+        at that level, its final state (``kept``, ``discarded``, ``invalid`` ...), or
+        ``measuring`` while it is not finished."""
         rows = self.conn.execute(
             "SELECT d.experiment_id, CAST(json_extract(d.details, '$.' || ?) AS INTEGER) AS lv,"
-            " json_extract(d.details, '$.' || ?) AS screen, d.verdict, d.effect, d.lo, d.hi,"
+            " json_extract(d.details, '$.' || ?) AS screen, d.effect, d.lo, d.hi,"
             " d.pairs_used, d.delta, e.state, e.seq FROM decisions d"
             " JOIN experiments e ON e.id = d.experiment_id"
             " WHERE d.id IN (SELECT MAX(id) FROM decisions"
@@ -96,11 +113,9 @@ class ViewQueries(Store):
             " ORDER BY e.seq, lv", (LEVEL, SCREEN, LEVEL, LEVEL)).fetchall()
         out = []
         for r in rows:
-            verdict, state = str(r["verdict"]), str(r["state"])
-            outcome = (str(r["screen"]) if r["screen"] else
-                       {"keep": "kept", "discard": "discarded"}.get(verdict, ""))
-            if not outcome:
-                outcome = "measuring" if state in ("queued", "running", "measured") else state
+            state = ExperimentState(str(r["state"]))
+            outcome = str(r["screen"]) if r["screen"] else \
+                state.value if state.is_finished() else "measuring"
             out.append(LevelResult(str(r["experiment_id"]), int(r["lv"]), outcome, r["effect"],
                                    r["lo"], r["hi"], int(r["pairs_used"]), float(r["delta"])))
         return out

@@ -131,8 +131,24 @@ class Outcomes:
         if fid is not None and level < fid.last:
             decision = action.decision if isinstance(action, Keep | Discard) else None
             if decision is not None and decision.verdict in (Verdict.KEEP, Verdict.DISCARD):
+                if isinstance(action, Discard) and decision.verdict is Verdict.KEEP:
+                    return self._regressed(exp, action, decision, level)
                 return self._screen(exp, decision, level)
         return self._act(exp, action, level=level)
+
+    def _regressed(self, exp: Experiment, action: Discard, decision: Decision,
+                   level: int) -> Experiment:
+        """Below the last level, the rule would keep it but a guard (or the holdout)
+        regressed at this level: stopped here, never promoted (the screen does not look at
+        guards, and a regression at a cheap level is one the next level need not confirm)."""
+        fid = self.target.fidelity
+        assert fid is not None
+        decision = tagged(decision, level) or decision
+        decision = dataclasses.replace(decision, details={**decision.details, SCREEN: "stopped"})
+        self.journal.set_decision(exp.id, decision)
+        return self._finish(exp, ExperimentState.DISCARDED,
+                            f"stopped at {fid.label(level)}: {action.reason}; not measured at "
+                            f"{fid.label(level + 1)}", withheld=action.withheld)
 
     def _screen(self, exp: Experiment, decision: Decision, level: int) -> Experiment:
         """The rule reached a verdict below the last level: promote or stop (the screen of

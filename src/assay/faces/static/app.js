@@ -607,7 +607,7 @@
     }
     var guards = x.guards || [];
     if (guards.length) {  // [[guards]]: each side's median and the candidate's change
-      parts.push(el("h3", { text: "Guards" }));
+      parts.push(el("h3", { text: "Guards" + (x.guards_level ? " at " + x.guards_level : "") }));
       parts.push(el("table", { cls: "guards" },
         el("thead", null, el("tr", null, ["guard", "incumbent (median)", "candidate (median)", "change", "tolerance", ""].map(function (h) { return el("th", { text: h }); }))),
         el("tbody", null, guards.map(function (g) {
