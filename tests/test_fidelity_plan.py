@@ -118,7 +118,7 @@ def test_the_cli_prints_the_multi_fidelity_plan(tmp_path: Path) -> None:
 
 def test_the_plan_uses_and_shows_the_agreement_measured_in_the_journal(tmp_path: Path) -> None:
     from assay import api
-    from assay.model import LEVEL, SCREEN, Candidate, Decision, Verdict
+    from assay.model import LEVEL, SCREEN, Candidate, Decision, ExperimentState, Verdict
 
     (tmp_path / "train.py").write_text("")
     (tmp_path / "assay.toml").write_text(CONFIG + '[fidelity]\nparam = "TIME_BUDGET"\n'
@@ -133,6 +133,8 @@ def test_the_plan_uses_and_shows_the_agreement_measured_in_the_journal(tmp_path:
                 verdict = Verdict.KEEP if eff > 0.01 else Verdict.DISCARD
                 j.set_decision(e, Decision(verdict, "r", eff, eff - 0.005, eff + 0.005, 4, 8,
                                            0.01, details=details))
+            # ended as the loop ends it: a level's outcome is what happened there
+            j.set_state(e, ExperimentState.KEPT if final > 0.01 else ExperimentState.DISCARDED)
     finally:
         j.close()
     out = subprocess.run([sys.executable, "-m", "assay", "plan", "-C", str(tmp_path),
