@@ -352,6 +352,12 @@ def test_the_gpt_example_goes_on_in_a_fresh_clone_after_a_keep(tmp_path: Path) -
     lines = [("LR_MULT = 0.02\n" if ln.startswith("LR_MULT = ") else ln) for ln in lines]
     files["train.py"] = "".join(lines)
     src = make_repo(tmp_path / "src", {**files, "assay.toml": GPT_CONFIG})
+    # prepare.py imports assay: a copy in the tree, for the sandboxed runs see a private,
+    # empty /tmp, where this checkout (and so PYTHONPATH's assay) may lie
+    shutil.copytree(Path(SRC) / "assay", src / "assay",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "the assay package prepare.py imports")
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(origin)], check=True)
     env = {**_env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
