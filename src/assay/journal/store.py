@@ -230,22 +230,29 @@ class Journal(MetaStore, ExperimentStore, BlockStore, EventStore, ModelCallStore
         return applied
 
 
-def peek_wall(path: Path, exp_id: str) -> float | None:
-    """The seconds the blocks of ``exp_id`` ran (their wall times summed: building, checks
-    and runs, never the time it waited in the queue or across a stop), read as
-    :func:`peek_count` reads; None when there is no journal there or it cannot be read."""
+def _peek(path: Path, sql: str, args: tuple[str, ...]) -> object:
+    """The first value of ``sql`` on the journal file at ``path``, read-only, without
+    opening a :class:`Journal` (no migration, no seal check); None when there is no journal
+    there or it cannot be read now."""
     if not path.exists():
         return None
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
         try:
-            row = conn.execute("SELECT SUM(wall_s) FROM blocks WHERE experiment_id = ?",
-                               (exp_id,)).fetchone()
+            row = conn.execute(sql, args).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
         return None
-    return None if row is None or row[0] is None else float(row[0])
+    return None if row is None else row[0]
+
+
+def peek_wall(path: Path, exp_id: str) -> float | None:
+    """The seconds the blocks of ``exp_id`` ran (their wall times summed: building, checks
+    and runs, never the time it waited in the queue or across a stop), read as
+    :func:`peek_count` reads; None when there is none or the journal cannot be read."""
+    value = _peek(path, "SELECT SUM(wall_s) FROM blocks WHERE experiment_id = ?", (exp_id,))
+    return float(value) if isinstance(value, int | float) else None
 
 
 def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:
@@ -256,14 +263,5 @@ def peek_count(path: Path, what: str, exp_id: str = "") -> int | None:
     sql = {"finished": "SELECT COUNT(*) FROM experiments WHERE state IN "
                        "('kept', 'discarded', 'invalid', 'crashed', 'conflict')",
            "runs": "SELECT COUNT(*) FROM runs WHERE experiment_id = ?"}[what]
-    if not path.exists():
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute(sql, (exp_id,) if what == "runs" else ()).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return int(row[0])
+    value = _peek(path, sql, (exp_id,) if what == "runs" else ())
+    return int(value) if isinstance(value, int) else None
